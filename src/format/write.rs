@@ -1,0 +1,510 @@
+//! `format::write`: owned program + segment bytes -> `.pte` file bytes.
+//!
+//! Lays the FlatBuffers data out the way ExecuTorch's serializer does (it feeds the dataclass
+//! JSON to flatc): a table's children are serialised in dataclass field order as they are met,
+//! then its fields are added largest scalar size first and, within a size, in field order;
+//! default scalars and absent fields are omitted; `[ubyte]` vectors marked `force_align` start
+//! on that alignment. The `eh00` header is spliced after the preamble (root offset bumped) only
+//! when there is segment data, and segments follow at `segment_base_offset`, each aligned.
+
+use super::generated::executorch_flatbuffer as fb;
+use super::header::{align_up, ExtendedHeader, HEADER_LENGTH, PTE_IDENTIFIER};
+use super::read::LoadedProgram;
+use super::FormatError;
+use crate::program::*;
+use flatbuffers::{FlatBufferBuilder, Push, WIPOffset};
+
+/// Which ExecuTorch serializer's byte layout to reproduce (both read identically).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// ExecuTorch >= 1.0: the Python `flatbuffers` builder packing tables in slot order.
+    #[default]
+    PythonBuilder,
+    /// ExecuTorch 0.2: `flatc` parsing the program JSON (fields sorted by size, reversed).
+    Flatc,
+}
+
+/// Layout options of the writer (ExecuTorch's `ExecutorchBackendConfig` equivalents).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Serializer generation whose layout to reproduce.
+    pub layout: Layout,
+    /// Alignment of every segment (default 128).
+    pub segment_alignment: u64,
+    /// `force_align` of `Buffer.storage` (default 16, a power of two).
+    pub constant_alignment: usize,
+    /// `force_align` of `BackendDelegateInlineData.data` (default 16, a power of two).
+    pub delegate_alignment: usize,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions { layout: Layout::PythonBuilder, segment_alignment: 128, constant_alignment: 16, delegate_alignment: 16 }
+    }
+}
+
+type Off = WIPOffset<flatbuffers::UnionWIPOffset>;
+
+struct W<'b> {
+    b: FlatBufferBuilder<'b>,
+    /// Largest `force_align` actually applied (the C++ builder's minalign).
+    max_forced: usize,
+    opts: WriteOptions,
+}
+
+/// A field about to be added to a table: its slot and the value to add.
+enum F {
+    Off(u16, Off),
+    U64(u16, u64),
+    I64(u16, i64),
+    F64(u16, f64),
+    U32(u16, u32),
+    I32(u16, i32),
+    U8(u16, u8),
+    I8(u16, i8),
+    Bool(u16, bool),
+}
+
+impl F {
+    fn size(&self) -> usize {
+        match self {
+            F::U64(..) | F::I64(..) | F::F64(..) => 8,
+            F::Off(..) | F::U32(..) | F::I32(..) => 4,
+            F::U8(..) | F::I8(..) | F::Bool(..) => 1,
+        }
+    }
+}
+
+impl<'b> W<'b> {
+    /// Builds a table from its fields in schema slot order (`None` = absent).
+    fn table(&mut self, fields: &[Option<F>]) -> Off {
+        let start = self.b.start_table();
+        let order: Vec<&F> = match self.opts.layout {
+            // Python builder (ExecuTorch >= 1.0): every field in slot order.
+            Layout::PythonBuilder => fields.iter().flatten().collect(),
+            // flatc JSON parser (ExecuTorch 0.2): largest size first, last field first.
+            Layout::Flatc => {
+                let mut v = Vec::with_capacity(fields.len());
+                for size in [8usize, 4, 2, 1] {
+                    v.extend(fields.iter().rev().flatten().filter(|f| f.size() == size));
+                }
+                v
+            }
+        };
+        {
+            for f in order {
+                match *f {
+                    F::Off(s, o) => self.b.push_slot_always(s, o),
+                    F::U64(s, v) => self.b.push_slot(s, v, 0),
+                    F::I64(s, v) => self.b.push_slot(s, v, 0),
+                    F::F64(s, v) => {
+                        // flatc compares against the default bit-for-bit.
+                        if v.to_bits() != 0 {
+                            self.b.push_slot_always(s, v)
+                        }
+                    }
+                    F::U32(s, v) => self.b.push_slot(s, v, 0),
+                    F::I32(s, v) => self.b.push_slot(s, v, 0),
+                    F::U8(s, v) => self.b.push_slot(s, v, 0),
+                    F::I8(s, v) => self.b.push_slot(s, v, 0),
+                    F::Bool(s, v) => self.b.push_slot(s, v, false),
+                }
+            }
+        }
+        let end = self.b.end_table(start);
+        WIPOffset::new(end.value())
+    }
+
+    fn empty_vector(&mut self) -> Off {
+        // The C++ builder (flatc) skips the element pre-alignment of an empty vector; only
+        // its length is aligned.
+        self.b.start_vector::<u8>(0);
+        WIPOffset::new(self.b.end_vector::<u8>(0).value())
+    }
+
+    fn scalars<T: Push + Copy>(&mut self, v: &[T]) -> Off
+    where
+        T::Output: 'b,
+    {
+        if v.is_empty() && self.opts.layout == Layout::Flatc {
+            return self.empty_vector();
+        }
+        WIPOffset::new(self.b.create_vector(v).value())
+    }
+
+    fn opt_scalars<T: Push + Copy>(&mut self, v: &Option<Vec<T>>) -> Option<Off>
+    where
+        T::Output: 'b,
+    {
+        v.as_ref().map(|v| self.scalars(v))
+    }
+
+    fn bytes(&mut self, v: &[u8], force_align: usize) -> Off {
+        if v.is_empty() && self.opts.layout == Layout::Flatc {
+            return self.empty_vector();
+        }
+        if force_align > 1 {
+            let used = self.b.unfinished_data().len();
+            let pad = (force_align - (used + v.len()) % force_align) % force_align;
+            for _ in 0..pad {
+                self.b.push(0u8);
+            }
+            self.max_forced = self.max_forced.max(force_align);
+        }
+        WIPOffset::new(self.b.create_vector(v).value())
+    }
+
+    fn string(&mut self, s: &Option<String>) -> Option<Off> {
+        s.as_ref().map(|s| WIPOffset::new(self.b.create_string(s).value()))
+    }
+
+    fn offsets(&mut self, v: &[Off]) -> Off {
+        if v.is_empty() && self.opts.layout == Layout::Flatc {
+            return self.empty_vector();
+        }
+        WIPOffset::new(self.b.create_vector(v).value())
+    }
+
+    fn list<T>(&mut self, v: &Option<Vec<T>>, mut each: impl FnMut(&mut Self, &T) -> Off) -> Option<Off> {
+        let v = v.as_ref()?;
+        let offs: Vec<Off> = v.iter().map(|x| each(self, x)).collect();
+        Some(self.offsets(&offs))
+    }
+
+    fn program(&mut self, p: &Program) -> Off {
+        let plans = self.list(&p.execution_plan, |w, x| w.plan(x));
+        let ca = self.opts.constant_alignment;
+        let constant_buffer = self.list(&p.constant_buffer, |w, x| {
+            let storage = x.storage.as_ref().map(|s| w.bytes(s.as_slice(), ca));
+            w.table(&[storage.map(|o| F::Off(fb::Buffer::VT_STORAGE, o))])
+        });
+        let da = self.opts.delegate_alignment;
+        let inline = self.list(&p.backend_delegate_data, |w, x| {
+            let data = x.data.as_ref().map(|s| w.bytes(s.as_slice(), da));
+            w.table(&[data.map(|o| F::Off(fb::BackendDelegateInlineData::VT_DATA, o))])
+        });
+        let segments = self.list(&p.segments, |w, s| {
+            w.table(&[Some(F::U64(fb::DataSegment::VT_OFFSET, s.offset)), Some(F::U64(fb::DataSegment::VT_SIZE, s.size))])
+        });
+        let constant_segment = p.constant_segment.as_ref().map(|c| self.subsegment(c));
+        let mutable = self.list(&p.mutable_data_segments, |w, c| w.subsegment(c));
+        let named = self.list(&p.named_data, |w, n| {
+            let key = w.string(&n.key);
+            w.table(&[
+                key.map(|o| F::Off(fb::NamedData::VT_KEY, o)),
+                Some(F::U32(fb::NamedData::VT_SEGMENT_INDEX, n.segment_index)),
+            ])
+        });
+        use fb::Program as P;
+        self.table(&[
+            Some(F::U32(P::VT_VERSION, p.version)),
+            plans.map(|o| F::Off(P::VT_EXECUTION_PLAN, o)),
+            constant_buffer.map(|o| F::Off(P::VT_CONSTANT_BUFFER, o)),
+            inline.map(|o| F::Off(P::VT_BACKEND_DELEGATE_DATA, o)),
+            segments.map(|o| F::Off(P::VT_SEGMENTS, o)),
+            constant_segment.map(|o| F::Off(P::VT_CONSTANT_SEGMENT, o)),
+            mutable.map(|o| F::Off(P::VT_MUTABLE_DATA_SEGMENTS, o)),
+            named.map(|o| F::Off(P::VT_NAMED_DATA, o)),
+        ])
+    }
+
+    fn subsegment(&mut self, c: &SubsegmentOffsets) -> Off {
+        let offsets = self.opt_scalars(&c.offsets);
+        use fb::SubsegmentOffsets as S;
+        self.table(&[Some(F::U32(S::VT_SEGMENT_INDEX, c.segment_index)), offsets.map(|o| F::Off(S::VT_OFFSETS, o))])
+    }
+
+    fn plan(&mut self, p: &ExecutionPlan) -> Off {
+        use fb::ExecutionPlan as E;
+        let name = self.string(&p.name);
+        let meta = p.container_meta_type.as_ref().map(|c| {
+            let i = self.string(&c.encoded_inp_str);
+            let o = self.string(&c.encoded_out_str);
+            use fb::ContainerMetadata as C;
+            self.table(&[i.map(|x| F::Off(C::VT_ENCODED_INP_STR, x)), o.map(|x| F::Off(C::VT_ENCODED_OUT_STR, x))])
+        });
+        let values = self.list(&p.values, |w, v| w.evalue(v));
+        let inputs = self.opt_scalars(&p.inputs);
+        let outputs = self.opt_scalars(&p.outputs);
+        let chains = self.list(&p.chains, |w, c| w.chain(c));
+        let operators = self.list(&p.operators, |w, o| {
+            let n = w.string(&o.name);
+            let ov = w.string(&o.overload);
+            use fb::Operator as O;
+            w.table(&[n.map(|x| F::Off(O::VT_NAME, x)), ov.map(|x| F::Off(O::VT_OVERLOAD, x))])
+        });
+        let delegates = self.list(&p.delegates, |w, d| w.delegate(d));
+        let sizes = self.opt_scalars(&p.non_const_buffer_sizes);
+        let devices = self.list(&p.non_const_buffer_device, |w, d| {
+            use fb::NonConstBufferDevice as N;
+            w.table(&[
+                Some(F::I32(N::VT_BUFFER_IDX, d.buffer_idx)),
+                Some(F::I8(N::VT_DEVICE_TYPE, d.device_type.0)),
+                Some(F::I8(N::VT_DEVICE_INDEX, d.device_index)),
+            ])
+        });
+        self.table(&[
+            name.map(|o| F::Off(E::VT_NAME, o)),
+            meta.map(|o| F::Off(E::VT_CONTAINER_META_TYPE, o)),
+            values.map(|o| F::Off(E::VT_VALUES, o)),
+            inputs.map(|o| F::Off(E::VT_INPUTS, o)),
+            outputs.map(|o| F::Off(E::VT_OUTPUTS, o)),
+            chains.map(|o| F::Off(E::VT_CHAINS, o)),
+            operators.map(|o| F::Off(E::VT_OPERATORS, o)),
+            delegates.map(|o| F::Off(E::VT_DELEGATES, o)),
+            sizes.map(|o| F::Off(E::VT_NON_CONST_BUFFER_SIZES, o)),
+            devices.map(|o| F::Off(E::VT_NON_CONST_BUFFER_DEVICE, o)),
+        ])
+    }
+
+    fn delegate(&mut self, d: &BackendDelegate) -> Off {
+        use fb::BackendDelegate as B;
+        let id = self.string(&d.id);
+        let processed = d.processed.map(|r| {
+            use fb::BackendDelegateDataReference as R;
+            self.table(&[Some(F::I8(R::VT_LOCATION, r.location.0)), Some(F::U32(R::VT_INDEX, r.index))])
+        });
+        let specs = self.list(&d.compile_specs, |w, s| {
+            let k = w.string(&s.key);
+            let v = s.value.as_ref().map(|v| w.bytes(v.as_slice(), 1));
+            use fb::CompileSpec as C;
+            w.table(&[k.map(|x| F::Off(C::VT_KEY, x)), v.map(|x| F::Off(C::VT_VALUE, x))])
+        });
+        self.table(&[
+            id.map(|o| F::Off(B::VT_ID, o)),
+            processed.map(|o| F::Off(B::VT_PROCESSED, o)),
+            specs.map(|o| F::Off(B::VT_COMPILE_SPECS, o)),
+        ])
+    }
+
+    fn chain(&mut self, c: &Chain) -> Off {
+        use fb::Chain as C;
+        let inputs = self.opt_scalars(&c.inputs);
+        let outputs = self.opt_scalars(&c.outputs);
+        let instructions = self.list(&c.instructions, |w, i| w.instruction(i));
+        let stacktrace = self.list(&c.stacktrace, |w, fl| {
+            let items = w.list(&fl.items, |w, f| {
+                use fb::Frame as Fr;
+                let filename = w.string(&f.filename);
+                let name = w.string(&f.name);
+                let context = w.string(&f.context);
+                w.table(&[
+                    filename.map(|x| F::Off(Fr::VT_FILENAME, x)),
+                    Some(F::I32(Fr::VT_LINENO, f.lineno)),
+                    name.map(|x| F::Off(Fr::VT_NAME, x)),
+                    context.map(|x| F::Off(Fr::VT_CONTEXT, x)),
+                ])
+            });
+            w.table(&[items.map(|x| F::Off(fb::FrameList::VT_ITEMS, x))])
+        });
+        self.table(&[
+            inputs.map(|o| F::Off(C::VT_INPUTS, o)),
+            outputs.map(|o| F::Off(C::VT_OUTPUTS, o)),
+            instructions.map(|o| F::Off(C::VT_INSTRUCTIONS, o)),
+            stacktrace.map(|o| F::Off(C::VT_STACKTRACE, o)),
+        ])
+    }
+
+    fn instruction(&mut self, i: &Instruction) -> Off {
+        let payload = match i {
+            Instruction::KernelCall(k) => {
+                let args = self.opt_scalars(&k.args);
+                use fb::KernelCall as K;
+                self.table(&[Some(F::I32(K::VT_OP_INDEX, k.op_index)), args.map(|o| F::Off(K::VT_ARGS, o))])
+            }
+            Instruction::DelegateCall(d) => {
+                let args = self.opt_scalars(&d.args);
+                use fb::DelegateCall as D;
+                self.table(&[Some(F::I32(D::VT_DELEGATE_INDEX, d.delegate_index)), args.map(|o| F::Off(D::VT_ARGS, o))])
+            }
+            Instruction::MoveCall(m) => {
+                use fb::MoveCall as M;
+                self.table(&[Some(F::I32(M::VT_MOVE_FROM, m.move_from)), Some(F::I32(M::VT_MOVE_TO, m.move_to))])
+            }
+            Instruction::JumpFalseCall(j) => {
+                use fb::JumpFalseCall as J;
+                self.table(&[
+                    Some(F::I32(J::VT_COND_VALUE_INDEX, j.cond_value_index)),
+                    Some(F::I32(J::VT_DESTINATION_INSTRUCTION, j.destination_instruction)),
+                ])
+            }
+            Instruction::FreeCall(f) => self.table(&[Some(F::I32(fb::FreeCall::VT_VALUE_INDEX, f.value_index))]),
+        };
+        use fb::Instruction as I;
+        self.table(&[Some(F::U8(I::VT_INSTR_ARGS_TYPE, i.tag())), Some(F::Off(I::VT_INSTR_ARGS, payload))])
+    }
+
+    fn evalue(&mut self, v: &EValue) -> Off {
+        let items = |w: &mut Self, o: Option<Off>| w.table(&[o.map(|x| F::Off(fb::IntList::VT_ITEMS, x))]);
+        let payload = match v {
+            EValue::Null => self.table(&[]),
+            EValue::Int(x) => self.table(&[Some(F::I64(fb::Int::VT_INT_VAL, *x))]),
+            EValue::Bool(x) => self.table(&[Some(F::Bool(fb::Bool::VT_BOOL_VAL, *x))]),
+            EValue::Double(x) => self.table(&[Some(F::F64(fb::Double::VT_DOUBLE_VAL, *x))]),
+            EValue::String(s) => {
+                let s = self.string(s);
+                self.table(&[s.map(|x| F::Off(fb::String::VT_STRING_VAL, x))])
+            }
+            EValue::Tensor(t) => self.tensor(t),
+            EValue::IntList(l) => {
+                let o = self.opt_scalars(l);
+                items(self, o)
+            }
+            EValue::DoubleList(l) => {
+                let o = self.opt_scalars(l);
+                items(self, o)
+            }
+            EValue::BoolList(l) => {
+                let o = self.opt_scalars(l);
+                items(self, o)
+            }
+            EValue::TensorList(l) | EValue::OptionalTensorList(l) => {
+                let o = self.opt_scalars(l);
+                items(self, o)
+            }
+        };
+        use fb::EValue as E;
+        self.table(&[Some(F::U8(E::VT_VAL_TYPE, v.tag())), Some(F::Off(E::VT_VAL, payload))])
+    }
+
+    fn tensor(&mut self, t: &Tensor) -> Off {
+        use fb::Tensor as T;
+        let sizes = self.opt_scalars(&t.sizes);
+        let dim_order = self.opt_scalars(&t.dim_order);
+        let alloc = t.allocation_info.map(|a| {
+            use fb::AllocationDetails as A;
+            self.table(&[
+                Some(F::U32(A::VT_MEMORY_ID, a.memory_id)),
+                Some(F::U32(A::VT_MEMORY_OFFSET_LOW, a.memory_offset_low)),
+                Some(F::U32(A::VT_MEMORY_OFFSET_HIGH, a.memory_offset_high)),
+            ])
+        });
+        let extra = t.extra_tensor_info.as_ref().map(|x| {
+            use fb::ExtraTensorInfo as X;
+            let fqn = self.string(&x.fully_qualified_name);
+            self.table(&[
+                Some(F::U64(X::VT_MUTABLE_DATA_SEGMENTS_IDX, x.mutable_data_segments_idx)),
+                fqn.map(|o| F::Off(X::VT_FULLY_QUALIFIED_NAME, o)),
+                Some(F::I8(X::VT_LOCATION, x.location.0)),
+                Some(F::I8(X::VT_DEVICE_TYPE, x.device_type.0)),
+                Some(F::I8(X::VT_DEVICE_INDEX, x.device_index)),
+            ])
+        });
+        self.table(&[
+            Some(F::I8(T::VT_SCALAR_TYPE, t.scalar_type.0)),
+            Some(F::I32(T::VT_STORAGE_OFFSET, t.storage_offset)),
+            sizes.map(|o| F::Off(T::VT_SIZES, o)),
+            dim_order.map(|o| F::Off(T::VT_DIM_ORDER, o)),
+            Some(F::Bool(T::VT_REQUIRES_GRAD, t.requires_grad)),
+            Some(F::U32(T::VT_DATA_BUFFER_IDX, t.data_buffer_idx)),
+            alloc.map(|o| F::Off(T::VT_ALLOCATION_INFO, o)),
+            Some(F::I8(T::VT_LAYOUT, t.layout)),
+            Some(F::I8(T::VT_SHAPE_DYNAMISM, t.shape_dynamism.0)),
+            extra.map(|o| F::Off(T::VT_EXTRA_TENSOR_INFO, o)),
+        ])
+    }
+}
+
+/// Serialises only the FlatBuffers part (no extended header, no segments).
+pub fn write_flatbuffer(program: &Program, opts: &WriteOptions) -> Vec<u8> {
+    let mut w = W { b: FlatBufferBuilder::with_capacity(4096), max_forced: 1, opts: *opts };
+    let root = w.program(program);
+    w.b.finish(root, Some(std::str::from_utf8(PTE_IDENTIFIER).unwrap_or("ET12")));
+    let mut out = w.b.finished_data().to_vec();
+    // The Rust builder aligns the whole buffer to its own minimum alignment only; the C++
+    // builder also counts forced vector alignments. Its extra padding sits right after the
+    // 8-byte preamble (where `Finish` pre-aligns), so splice zeros there and bump the root.
+    let misalign = out.len() % w.max_forced;
+    if misalign != 0 {
+        let pad = w.max_forced - misalign;
+        splice_after_preamble(&mut out, &vec![0u8; pad]);
+    }
+    out
+}
+
+/// Inserts `bytes` after the 8-byte preamble and adds their length to the root offset.
+fn splice_after_preamble(buf: &mut Vec<u8>, bytes: &[u8]) {
+    let root = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    let bumped = root.wrapping_add(bytes.len() as u32);
+    buf[..4].copy_from_slice(&bumped.to_le_bytes());
+    buf.splice(8..8, bytes.iter().copied());
+}
+
+/// Writes a complete `.pte`: `segment_data[i]` holds the bytes of `program.segments[i]`, placed
+/// at that entry's offset (relative to the segment base).
+pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> Result<Vec<u8>, FormatError> {
+    let table = program.segment_table();
+    if table.len() != segment_data.len() {
+        return Err(FormatError::Write {
+            detail: format!("program has {} segments but {} segment buffers were given", table.len(), segment_data.len()),
+        });
+    }
+    let mut region_len: u64 = 0;
+    for (i, (s, d)) in table.iter().zip(segment_data).enumerate() {
+        if s.size != d.len() as u64 {
+            return Err(FormatError::Write {
+                detail: format!("segments[{i}].size is {} but its buffer has {} bytes", s.size, d.len()),
+            });
+        }
+        let end = s.offset.checked_add(s.size).ok_or_else(|| FormatError::Write {
+            detail: format!("segments[{i}] offset {} + size {} overflows", s.offset, s.size),
+        })?;
+        if s.size > 0 {
+            region_len = region_len.max(end);
+        }
+    }
+    let mut fbuf = write_flatbuffer(program, opts);
+    if region_len == 0 {
+        return Ok(fbuf);
+    }
+    let max_align = opts.constant_alignment.max(opts.delegate_alignment).max(16) as u64;
+    let header_len = align_up(u64::from(HEADER_LENGTH), max_align);
+    let program_size = header_len + fbuf.len() as u64;
+    let base = align_up(program_size, opts.segment_alignment.max(1));
+    let total = base.checked_add(region_len).filter(|t| *t <= isize::MAX as u64).ok_or_else(|| FormatError::Write {
+        detail: format!("file of {base} + {region_len} bytes is too large"),
+    })?;
+    let header = ExtendedHeader {
+        length: HEADER_LENGTH,
+        program_size,
+        segment_base_offset: base,
+        segment_data_size: region_len,
+    };
+    splice_after_preamble(&mut fbuf, &header.encode(header_len as usize));
+    let mut out = fbuf;
+    out.resize(total as usize, 0);
+    let base = base as usize;
+    for (s, d) in table.iter().zip(segment_data) {
+        if s.size == 0 {
+            continue;
+        }
+        let at = base + s.offset as usize;
+        out[at..at + d.len()].copy_from_slice(d);
+    }
+    for (i, (s, d)) in table.iter().zip(segment_data).enumerate() {
+        let at = base + s.offset as usize;
+        if s.size > 0 && &out[at..at + d.len()] != *d {
+            return Err(FormatError::Write { detail: format!("segments[{i}] overlaps another segment with different bytes") });
+        }
+    }
+    Ok(out)
+}
+
+/// Re-encodes a loaded program with its own segment bytes.
+pub fn write_loaded(loaded: &LoadedProgram<'_>, opts: &WriteOptions) -> Result<Vec<u8>, FormatError> {
+    write(&loaded.program, &loaded.segments, opts)
+}
+
+/// Places segments of the given sizes back to back: each starts at the previous end aligned
+/// up to `lcm(segment_alignment, its own alignment)` (pte-format §3).
+pub fn layout_segments(sizes_and_alignments: &[(u64, u64)], segment_alignment: u64) -> Vec<DataSegment> {
+    let mut prev_end = 0u64;
+    let mut out = Vec::with_capacity(sizes_and_alignments.len());
+    for &(size, align) in sizes_and_alignments {
+        let a = super::header::lcm(segment_alignment.max(1), align.max(1));
+        let offset = align_up(prev_end, a);
+        out.push(DataSegment { offset, size });
+        prev_end = offset + size;
+    }
+    out
+}
