@@ -163,7 +163,12 @@ pub fn to_text(loaded: &LoadedProgram<'_>) -> String {
         );
         for (ci, c) in plan.chain_list().iter().enumerate() {
             let ins = c.instruction_list();
-            let _ = writeln!(s, "  chain {ci}: {} instructions ({})", ins.len(), count_by(ins.iter().map(Instruction::kind)));
+            let _ = writeln!(
+                s,
+                "  chain {ci}: {} instructions ({})",
+                ins.len(),
+                count_by(ins.iter().map(Instruction::kind))
+            );
         }
         let ops: Vec<String> = plan.operator_list().iter().map(|o| o.qualified()).collect();
         let _ = writeln!(s, "  operators: [{}]", ops.join(", "));
@@ -172,7 +177,9 @@ pub fn to_text(loaded: &LoadedProgram<'_>) -> String {
         for (di, d) in plan.delegate_list().iter().enumerate() {
             let blob = loaded.delegate_blobs.get(pi).and_then(|b| b.get(di)).copied().flatten();
             let loc = match d.processed {
-                Some(r) => format!("{}[{}]", if r.location == DataLocation::INLINE { "inline" } else { "segment" }, r.index),
+                Some(r) => {
+                    format!("{}[{}]", if r.location == DataLocation::INLINE { "inline" } else { "segment" }, r.index)
+                }
                 None => "absent".into(),
             };
             let _ = writeln!(
@@ -184,11 +191,17 @@ pub fn to_text(loaded: &LoadedProgram<'_>) -> String {
             );
             for c in d.compile_spec_list() {
                 let v = c.value.as_ref().map(|v| v.as_slice()).unwrap_or(&[]);
-                let shown = crate::program::printable_utf8(v).map(|u| format!("{u:?}")).unwrap_or_else(|| format!("0x{}", hex::encode(v)));
+                let shown = crate::program::printable_utf8(v)
+                    .map(|u| format!("{u:?}"))
+                    .unwrap_or_else(|| format!("0x{}", hex::encode(v)));
                 let _ = writeln!(s, "        spec {} = {shown}", c.key.as_deref().unwrap_or("<no key>"));
             }
             let calls: Vec<String> = sites[pi][di].iter().map(|(c, i)| format!("chain {c} instr {i}")).collect();
-            let _ = writeln!(s, "        called by: {}", if calls.is_empty() { "nothing".into() } else { calls.join(", ") });
+            let _ = writeln!(
+                s,
+                "        called by: {}",
+                if calls.is_empty() { "nothing".into() } else { calls.join(", ") }
+            );
         }
     }
     let users = segment_users(loaded);
@@ -205,7 +218,11 @@ pub fn to_text(loaded: &LoadedProgram<'_>) -> String {
             let _ = writeln!(s, "constants: {} buffers in segment {i}", loaded.constants.len().saturating_sub(1));
         }
         crate::format::ConstantSource::InlineBuffer => {
-            let _ = writeln!(s, "constants: {} inline buffers (deprecated constant_buffer)", loaded.constants.len().saturating_sub(1));
+            let _ = writeln!(
+                s,
+                "constants: {} inline buffers (deprecated constant_buffer)",
+                loaded.constants.len().saturating_sub(1)
+            );
         }
     }
     let named = loaded.named_data_map();
@@ -252,7 +269,8 @@ pub fn to_dot(loaded: &LoadedProgram<'_>) -> String {
         }
     }
     for (bn, len) in blobs {
-        let _ = writeln!(s, "  {} [shape=note, label={}];", dot_id(&bn), dot_id(&format!("blob {} ({len} B)", &bn[5..17])));
+        let _ =
+            writeln!(s, "  {} [shape=note, label={}];", dot_id(&bn), dot_id(&format!("blob {} ({len} B)", &bn[5..17])));
     }
     s.push_str("}\n");
     s

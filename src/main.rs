@@ -42,7 +42,9 @@ fn read_input(path: &PathBuf) -> Result<Vec<u8>, String> {
 fn default_samples() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/real");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pte")).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pte")).collect()
+        })
         .unwrap_or_default();
     files.sort();
     files

@@ -215,7 +215,10 @@ impl Decoder {
                 for (i, o) in v.iter().enumerate() {
                     let path = || format!("execution_plan[{pi}].operators[{i}]");
                     self.charge(std::mem::size_of::<Operator>(), &path)?;
-                    out.push(Operator { name: self.string(o.name(), &path)?, overload: self.string(o.overload(), &path)? });
+                    out.push(Operator {
+                        name: self.string(o.name(), &path)?,
+                        overload: self.string(o.overload(), &path)?,
+                    });
                 }
                 Some(out)
             }
@@ -233,7 +236,10 @@ impl Decoder {
                             let mut cs = Vec::with_capacity(specs.len());
                             for s in specs.iter() {
                                 self.charge(std::mem::size_of::<CompileSpec>(), &path)?;
-                                cs.push(CompileSpec { key: self.string(s.key(), &path)?, value: self.bytes(s.value(), &path)? });
+                                cs.push(CompileSpec {
+                                    key: self.string(s.key(), &path)?,
+                                    value: self.bytes(s.value(), &path)?,
+                                });
                             }
                             Some(cs)
                         }
@@ -290,7 +296,9 @@ impl Decoder {
                 self.charge(v.len() * std::mem::size_of::<Instruction>(), &|| at("instructions"))?;
                 let mut out = Vec::with_capacity(v.len());
                 for (i, ins) in v.iter().enumerate() {
-                    out.push(self.instruction(ins, &|| format!("execution_plan[{pi}].chains[{ci}].instructions[{i}]"))?);
+                    out.push(
+                        self.instruction(ins, &|| format!("execution_plan[{pi}].chains[{ci}].instructions[{i}]"))?,
+                    );
                 }
                 Some(out)
             }

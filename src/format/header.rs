@@ -57,11 +57,7 @@ impl ExtendedHeader {
         }
         let program_size = u64_at(data, 16).ok_or_else(|| truncated(data.len()))?;
         let segment_base_offset = u64_at(data, 24).ok_or_else(|| truncated(data.len()))?;
-        let segment_data_size = if length >= 32 {
-            u64_at(data, 32).ok_or_else(|| truncated(data.len()))?
-        } else {
-            0
-        };
+        let segment_data_size = if length >= 32 { u64_at(data, 32).ok_or_else(|| truncated(data.len()))? } else { 0 };
         Ok(Some(ExtendedHeader { length, program_size, segment_base_offset, segment_data_size }))
     }
 

@@ -26,5 +26,5 @@ pub(crate) mod generated;
 pub use error::FormatError;
 pub use header::ExtendedHeader;
 pub use ptd::{load_ptd, write_ptd, LoadedPtd, PtdEntry, TensorLayout};
-pub use read::{load, verifier_options, ConstantSource, LoadedProgram, MAX_DEPTH, MAX_TABLES};
+pub use read::{load, load_with, verifier_options, ConstantSource, LoadLimits, LoadedProgram, MAX_DEPTH, MAX_TABLES};
 pub use write::{layout_segments, write, write_flatbuffer, write_loaded, Layout, WriteOptions};

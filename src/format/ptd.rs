@@ -98,15 +98,15 @@ pub fn load_ptd(data: &[u8]) -> Result<LoadedPtd<'_>, FormatError> {
     let fb_size = u64_at(data, 24);
     let base = u64_at(data, 32);
     let seg_size = u64_at(data, 40);
-    let fb_end = fb_offset
-        .checked_add(fb_size)
-        .ok_or_else(|| err(format!("flatbuffer_offset {fb_offset} + flatbuffer_size {fb_size} (offsets 16, 24) overflows")))?;
+    let fb_end = fb_offset.checked_add(fb_size).ok_or_else(|| {
+        err(format!("flatbuffer_offset {fb_offset} + flatbuffer_size {fb_size} (offsets 16, 24) overflows"))
+    })?;
     if fb_end > data.len() as u64 {
         return Err(err(format!("flatbuffer data ends at {fb_end}, past the end of the {}-byte file", data.len())));
     }
-    let seg_end = base
-        .checked_add(seg_size)
-        .ok_or_else(|| err(format!("segment_base_offset {base} + segment_data_size {seg_size} (offsets 32, 40) overflows")))?;
+    let seg_end = base.checked_add(seg_size).ok_or_else(|| {
+        err(format!("segment_base_offset {base} + segment_data_size {seg_size} (offsets 32, 40) overflows"))
+    })?;
     if seg_end > data.len() as u64 {
         return Err(err(format!("segment data [{base}, {seg_end}) is past the end of the {}-byte file", data.len())));
     }
@@ -119,9 +119,8 @@ pub fn load_ptd(data: &[u8]) -> Result<LoadedPtd<'_>, FormatError> {
     if (root as usize) < 8 || root as usize > limit {
         return Err(FormatError::RootOffsetOutOfRange { root, limit });
     }
-    let t = flatbuffers::root_with_opts::<ft::FlatTensor>(&verifier_options(fbuf.len()), fbuf).map_err(|e| {
-        FormatError::Malformed { detail: e.to_string().trim().replace('\n', " ").replace('\t', "") }
-    })?;
+    let t = flatbuffers::root_with_opts::<ft::FlatTensor>(&verifier_options(fbuf.len()), fbuf)
+        .map_err(|e| FormatError::Malformed { detail: e.to_string().trim().replace('\n', " ").replace('\t', "") })?;
     let segments = t.segments().ok_or(FormatError::MissingField { field: "FlatTensor.segments".into() })?;
     let named = t.named_data().ok_or(FormatError::MissingField { field: "FlatTensor.named_data".into() })?;
     let region = &data[base as usize..seg_end as usize];
@@ -143,7 +142,12 @@ pub fn load_ptd(data: &[u8]) -> Result<LoadedPtd<'_>, FormatError> {
             size: s.size(),
         })?;
         if end > region.len() as u64 {
-            return Err(FormatError::SegmentPastEnd { index: si, start: base + s.offset(), end: base.saturating_add(end), limit: seg_end });
+            return Err(FormatError::SegmentPastEnd {
+                index: si,
+                start: base + s.offset(),
+                end: base.saturating_add(end),
+                limit: seg_end,
+            });
         }
         let layout = n.tensor_layout().map(|l| TensorLayout {
             scalar_type: ScalarType(l.scalar_type().0),
@@ -201,10 +205,16 @@ pub fn write_ptd(entries: &[(&str, Option<&TensorLayout>, &[u8])], segment_align
                 },
             )
         });
-        named.push(ft::NamedData::create(&mut b, &ft::NamedDataArgs { key: Some(k), segment_index: *si, tensor_layout: l }));
+        named.push(ft::NamedData::create(
+            &mut b,
+            &ft::NamedDataArgs { key: Some(k), segment_index: *si, tensor_layout: l },
+        ));
     }
     let named = b.create_vector(&named);
-    let root = ft::FlatTensor::create(&mut b, &ft::FlatTensorArgs { version: 0, segments: Some(segs), named_data: Some(named) });
+    let root = ft::FlatTensor::create(
+        &mut b,
+        &ft::FlatTensorArgs { version: 0, segments: Some(segs), named_data: Some(named) },
+    );
     b.finish(root, Some("FT01"));
     let fbuf = b.finished_data();
     let fb_size = fbuf.len() as u64;

@@ -17,14 +17,35 @@ pub const MAX_DEPTH: usize = 64;
 /// Maximum number of tables the verifier accepts (ExecuTorch's default).
 pub const MAX_TABLES: usize = 1_000_000;
 
-/// Verifier limits for an input of `len` bytes.
-pub fn verifier_options(len: usize) -> flatbuffers::VerifierOptions {
-    flatbuffers::VerifierOptions {
-        max_depth: MAX_DEPTH,
-        max_tables: MAX_TABLES,
+/// Explicit limits of the FlatBuffers verifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadLimits {
+    /// Maximum table nesting.
+    pub max_depth: usize,
+    /// Maximum number of tables visited.
+    pub max_tables: usize,
+    /// Maximum apparent (tree-expanded) size as a multiple of the input length, plus 1 MiB.
+    pub apparent_size_factor: usize,
+}
+
+impl Default for LoadLimits {
+    fn default() -> Self {
         // A tree expansion of shared tables may not exceed a small multiple of the input
         // (vtables are shared by design and re-read for every table).
-        max_apparent_size: len.saturating_mul(8).saturating_add(1 << 20).min(1 << 31),
+        LoadLimits { max_depth: MAX_DEPTH, max_tables: MAX_TABLES, apparent_size_factor: 8 }
+    }
+}
+
+/// Verifier limits for an input of `len` bytes.
+pub fn verifier_options(len: usize) -> flatbuffers::VerifierOptions {
+    limits_to_options(&LoadLimits::default(), len)
+}
+
+fn limits_to_options(l: &LoadLimits, len: usize) -> flatbuffers::VerifierOptions {
+    flatbuffers::VerifierOptions {
+        max_depth: l.max_depth,
+        max_tables: l.max_tables,
+        max_apparent_size: len.saturating_mul(l.apparent_size_factor).saturating_add(1 << 20).min(1 << 31),
         ignore_missing_null_terminator: false,
     }
 }
@@ -74,11 +95,7 @@ impl<'a> LoadedProgram<'a> {
     /// Named data as `(key, bytes)` pairs.
     pub fn named_data_map(&self) -> Vec<(&str, &'a [u8])> {
         let entries = self.program.named_data.as_deref().unwrap_or(&[]);
-        entries
-            .iter()
-            .zip(&self.named_data)
-            .map(|(e, b)| (e.key.as_deref().unwrap_or(""), *b))
-            .collect()
+        entries.iter().zip(&self.named_data).map(|(e, b)| (e.key.as_deref().unwrap_or(""), *b)).collect()
     }
 }
 
@@ -90,6 +107,11 @@ fn slice(data: &[u8], start: u64, len: u64) -> Option<&[u8]> {
 
 /// Loads and checks a `.pte` file. Never panics; rejects with a typed error naming the place.
 pub fn load(data: &[u8]) -> Result<LoadedProgram<'_>, FormatError> {
+    load_with(data, &LoadLimits::default())
+}
+
+/// [`load`] with explicit verifier limits.
+pub fn load_with<'a>(data: &'a [u8], limits: &LoadLimits) -> Result<LoadedProgram<'a>, FormatError> {
     if data.is_empty() {
         return Err(FormatError::Empty);
     }
@@ -114,9 +136,10 @@ pub fn load(data: &[u8]) -> Result<LoadedProgram<'_>, FormatError> {
             if h.program_size > file_len as u64 {
                 return Err(FormatError::ProgramSizePastEnd { program_size: h.program_size, file_len });
             }
-            let end = h.segment_base_offset.checked_add(h.segment_data_size).ok_or(
-                FormatError::SegmentRegionOverflow { base: h.segment_base_offset, size: h.segment_data_size },
-            )?;
+            let end = h
+                .segment_base_offset
+                .checked_add(h.segment_data_size)
+                .ok_or(FormatError::SegmentRegionOverflow { base: h.segment_base_offset, size: h.segment_data_size })?;
             if h.segment_base_offset != 0 {
                 if end > file_len as u64 || h.segment_base_offset > file_len as u64 {
                     return Err(FormatError::SegmentRegionPastEnd { base: h.segment_base_offset, end, file_len });
@@ -141,7 +164,7 @@ pub fn load(data: &[u8]) -> Result<LoadedProgram<'_>, FormatError> {
     if (root as usize) < 8 || root as usize > root_limit {
         return Err(FormatError::RootOffsetOutOfRange { root, limit: root_limit });
     }
-    let opts = verifier_options(program_data.len());
+    let opts = limits_to_options(limits, program_data.len());
     let fb_program = flatbuffers::root_with_opts::<fb::Program>(&opts, program_data).map_err(|e| {
         use flatbuffers::InvalidFlatbuffer as E;
         let detail = e.to_string().trim().replace('\n', " ").replace('\t', "");
@@ -186,7 +209,12 @@ pub fn load(data: &[u8]) -> Result<LoadedProgram<'_>, FormatError> {
     })
 }
 
-fn resolve_segments<'a>(program: &Program, data: &'a [u8], base: u64, limit: u64) -> Result<Vec<&'a [u8]>, FormatError> {
+fn resolve_segments<'a>(
+    program: &Program,
+    data: &'a [u8],
+    base: u64,
+    limit: u64,
+) -> Result<Vec<&'a [u8]>, FormatError> {
     let table = program.segment_table();
     let mut out = Vec::with_capacity(table.len());
     for (index, s) in table.iter().enumerate() {
@@ -209,10 +237,11 @@ fn resolve_segments<'a>(program: &Program, data: &'a [u8], base: u64, limit: u64
 }
 
 fn segment<'a>(segments: &[&'a [u8]], field: String, index: u64) -> Result<&'a [u8], FormatError> {
-    usize::try_from(index)
-        .ok()
-        .and_then(|i| segments.get(i).copied())
-        .ok_or(FormatError::SegmentIndexOutOfRange { field, index, count: segments.len() })
+    usize::try_from(index).ok().and_then(|i| segments.get(i).copied()).ok_or(FormatError::SegmentIndexOutOfRange {
+        field,
+        index,
+        count: segments.len(),
+    })
 }
 
 fn resolve_named_data<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Vec<&'a [u8]>, FormatError> {
@@ -230,7 +259,12 @@ fn resolve_named_data<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Ve
     Ok(out)
 }
 
-fn subsegments<'a>(seg: &'a [u8], offsets: &[u64], field: &str, segment_index: u32) -> Result<Vec<&'a [u8]>, FormatError> {
+fn subsegments<'a>(
+    seg: &'a [u8],
+    offsets: &[u64],
+    field: &str,
+    segment_index: u32,
+) -> Result<Vec<&'a [u8]>, FormatError> {
     let mut out = Vec::with_capacity(offsets.len());
     for (k, &off) in offsets.iter().enumerate() {
         let rest = usize::try_from(off).ok().and_then(|o| seg.get(o..)).ok_or_else(|| {

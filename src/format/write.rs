@@ -39,7 +39,12 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { layout: Layout::PythonBuilder, segment_alignment: 128, constant_alignment: 16, delegate_alignment: 16 }
+        WriteOptions {
+            layout: Layout::PythonBuilder,
+            segment_alignment: 128,
+            constant_alignment: 16,
+            delegate_alignment: 16,
+        }
     }
 }
 
@@ -126,7 +131,9 @@ impl<'b> W<'b> {
     where
         T::Output: 'b,
     {
-        if v.is_empty() && self.opts.layout == Layout::Flatc {
+        // An empty vector of 8-byte elements keeps its element alignment even in the flatc
+        // layout: the Rust verifier checks it (the C++ one does not).
+        if v.is_empty() && self.opts.layout == Layout::Flatc && T::size() <= 4 {
             return self.empty_vector();
         }
         WIPOffset::new(self.b.create_vector(v).value())
@@ -184,7 +191,10 @@ impl<'b> W<'b> {
             w.table(&[data.map(|o| F::Off(fb::BackendDelegateInlineData::VT_DATA, o))])
         });
         let segments = self.list(&p.segments, |w, s| {
-            w.table(&[Some(F::U64(fb::DataSegment::VT_OFFSET, s.offset)), Some(F::U64(fb::DataSegment::VT_SIZE, s.size))])
+            w.table(&[
+                Some(F::U64(fb::DataSegment::VT_OFFSET, s.offset)),
+                Some(F::U64(fb::DataSegment::VT_SIZE, s.size)),
+            ])
         });
         let constant_segment = p.constant_segment.as_ref().map(|c| self.subsegment(c));
         let mutable = self.list(&p.mutable_data_segments, |w, c| w.subsegment(c));
@@ -436,7 +446,11 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
     let table = program.segment_table();
     if table.len() != segment_data.len() {
         return Err(FormatError::Write {
-            detail: format!("program has {} segments but {} segment buffers were given", table.len(), segment_data.len()),
+            detail: format!(
+                "program has {} segments but {} segment buffers were given",
+                table.len(),
+                segment_data.len()
+            ),
         });
     }
     let mut region_len: u64 = 0;
@@ -449,9 +463,9 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
         let end = s.offset.checked_add(s.size).ok_or_else(|| FormatError::Write {
             detail: format!("segments[{i}] offset {} + size {} overflows", s.offset, s.size),
         })?;
-        if s.size > 0 {
-            region_len = region_len.max(end);
-        }
+        // The serializer appends each segment's alignment padding before it, so even a
+        // trailing empty segment extends the segment data to its offset.
+        region_len = region_len.max(end);
     }
     let mut fbuf = write_flatbuffer(program, opts);
     if region_len == 0 {
@@ -461,9 +475,10 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
     let header_len = align_up(u64::from(HEADER_LENGTH), max_align);
     let program_size = header_len + fbuf.len() as u64;
     let base = align_up(program_size, opts.segment_alignment.max(1));
-    let total = base.checked_add(region_len).filter(|t| *t <= isize::MAX as u64).ok_or_else(|| FormatError::Write {
-        detail: format!("file of {base} + {region_len} bytes is too large"),
-    })?;
+    let total = base
+        .checked_add(region_len)
+        .filter(|t| *t <= isize::MAX as u64)
+        .ok_or_else(|| FormatError::Write { detail: format!("file of {base} + {region_len} bytes is too large") })?;
     let header = ExtendedHeader {
         length: HEADER_LENGTH,
         program_size,
@@ -484,7 +499,9 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
     for (i, (s, d)) in table.iter().zip(segment_data).enumerate() {
         let at = base + s.offset as usize;
         if s.size > 0 && &out[at..at + d.len()] != *d {
-            return Err(FormatError::Write { detail: format!("segments[{i}] overlaps another segment with different bytes") });
+            return Err(FormatError::Write {
+                detail: format!("segments[{i}] overlaps another segment with different bytes"),
+            });
         }
     }
     Ok(out)

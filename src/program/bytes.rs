@@ -99,9 +99,8 @@ impl<'de> Deserialize<'de> for Bytes {
             hex: Option<String>,
         }
         let r = Repr::deserialize(d)?;
-        let hex = r.hex.ok_or_else(|| {
-            D::Error::custom("byte field has no full `hex` (only a head); cannot rebuild it")
-        })?;
+        let hex =
+            r.hex.ok_or_else(|| D::Error::custom("byte field has no full `hex` (only a head); cannot rebuild it"))?;
         let v = hex::decode(&hex).map_err(|e| D::Error::custom(format!("bad hex: {e}")))?;
         if v.len() != r.len {
             return Err(D::Error::custom(format!(

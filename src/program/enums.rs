@@ -91,9 +91,9 @@ impl ScalarType {
             2 | 5 | 15 | 22 | 27 => 2,
             3 | 6 | 14 | 28 => 4,
             4 | 7 | 29 => 8,
-            8 => 4,  // ComplexHalf
-            9 => 8,  // ComplexFloat
-            10 => 16, // ComplexDouble
+            8 => 4,       // ComplexHalf
+            9 => 8,       // ComplexFloat
+            10 => 16,     // ComplexDouble
             18..=21 => 1, // Bits1x8, Bits2x4, Bits4x2, Bits8
             _ => return None,
         })

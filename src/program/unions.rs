@@ -139,25 +139,18 @@ fn field<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
     v.get(name).filter(|x| !x.is_null())
 }
 
-fn parse<T: serde::de::DeserializeOwned, E: serde::de::Error>(
-    v: Option<&Value>,
-    what: &str,
-) -> Result<Option<T>, E> {
+fn parse<T: serde::de::DeserializeOwned, E: serde::de::Error>(v: Option<&Value>, what: &str) -> Result<Option<T>, E> {
     match v {
         None => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|e| E::custom(format!("{what}: {e}"))),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| E::custom(format!("{what}: {e}"))),
     }
 }
 
 impl<'de> Deserialize<'de> for EValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = Value::deserialize(d)?;
-        let kind = v
-            .get("val_type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| D::Error::custom("EValue without `val_type`"))?;
+        let kind =
+            v.get("val_type").and_then(Value::as_str).ok_or_else(|| D::Error::custom("EValue without `val_type`"))?;
         let p = v.get("val").cloned().unwrap_or(Value::Null);
         let items = field(&p, "items");
         Ok(match kind {
@@ -227,8 +220,7 @@ impl Instruction {
     }
 
     /// All instruction kinds, in tag order.
-    pub const KINDS: [&'static str; 5] =
-        ["KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall"];
+    pub const KINDS: [&'static str; 5] = ["KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall"];
 }
 
 impl Serialize for Instruction {

@@ -1,0 +1,483 @@
+//! One test per class of bad input: each is rejected by `format::load` with its own typed error
+//! naming the field, index or offset — never a panic.
+
+use flatbuffers::FlatBufferBuilder;
+use ptecheck::format::{self, FormatError, LoadLimits, WriteOptions};
+use ptecheck::program::*;
+
+fn real(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/corpus/real/{name}.pte", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
+}
+
+/// A small program with one plan, one delegate (SEGMENT 1), constants in segment 0 and one
+/// named blob in segment 2.
+fn sample() -> (Program, Vec<Vec<u8>>) {
+    let seg_data = vec![vec![7u8; 32], b"blob-bytes".to_vec(), vec![1, 2, 3, 4]];
+    let segments = format::layout_segments(&seg_data.iter().map(|d| (d.len() as u64, 1)).collect::<Vec<_>>(), 128);
+    let plan = ExecutionPlan {
+        name: Some("forward".into()),
+        values: Some(vec![
+            EValue::Int(1),
+            EValue::IntList(Some(vec![0])),
+            EValue::Tensor(Tensor {
+                scalar_type: ScalarType::FLOAT,
+                sizes: Some(vec![2, 2]),
+                dim_order: Some(vec![0, 1]),
+                data_buffer_idx: 1,
+                ..Tensor::default()
+            }),
+        ]),
+        inputs: Some(vec![]),
+        outputs: Some(vec![0]),
+        chains: Some(vec![Chain {
+            inputs: Some(vec![]),
+            outputs: Some(vec![]),
+            instructions: Some(vec![Instruction::DelegateCall(DelegateCall {
+                delegate_index: 0,
+                args: Some(vec![2, 2]),
+            })]),
+            stacktrace: None,
+        }]),
+        operators: Some(vec![]),
+        delegates: Some(vec![BackendDelegate {
+            id: Some("demo".into()),
+            processed: Some(BackendDelegateDataReference { location: DataLocation::SEGMENT, index: 1 }),
+            compile_specs: Some(vec![CompileSpec::new("k", vec![1])]),
+        }]),
+        non_const_buffer_sizes: Some(vec![0]),
+        ..ExecutionPlan::default()
+    };
+    let program = Program {
+        execution_plan: Some(vec![plan]),
+        constant_buffer: Some(vec![]),
+        backend_delegate_data: Some(vec![]),
+        segments: Some(segments),
+        constant_segment: Some(SubsegmentOffsets { segment_index: 0, offsets: Some(vec![0, 0, 16]) }),
+        named_data: Some(vec![NamedData { key: Some("weights".into()), segment_index: 2 }]),
+        ..Program::default()
+    };
+    (program, seg_data)
+}
+
+fn write(p: &Program, segs: &[Vec<u8>]) -> Vec<u8> {
+    let refs: Vec<&[u8]> = segs.iter().map(Vec::as_slice).collect();
+    format::write(p, &refs, &WriteOptions::default()).expect("writes")
+}
+
+fn err(data: &[u8]) -> FormatError {
+    match format::load(data) {
+        Ok(_) => panic!("expected a rejection"),
+        Err(e) => e,
+    }
+}
+
+fn put_u64(data: &mut [u8], at: usize, v: u64) {
+    data[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+#[test]
+fn sample_is_valid() {
+    let (p, s) = sample();
+    let data = write(&p, &s);
+    let loaded = format::load(&data).expect("the unmodified sample loads");
+    assert_eq!(loaded.program, p);
+    assert_eq!(loaded.delegate_blobs[0][0], Some(&b"blob-bytes"[..]));
+    assert_eq!(loaded.named_data_map(), vec![("weights", &[1u8, 2, 3, 4][..])]);
+    assert_eq!(loaded.constants[2], &[7u8; 16][..]);
+}
+
+#[test]
+fn empty_input() {
+    assert_eq!(err(&[]), FormatError::Empty);
+}
+
+#[test]
+fn shorter_than_preamble() {
+    assert_eq!(err(b"\x08\0\0\0ET1"), FormatError::TooShort { len: 7 });
+}
+
+#[test]
+fn wrong_identifier() {
+    let mut d = real("cpu_add_mul");
+    d[4..8].copy_from_slice(b"ET11");
+    let e = err(&d);
+    assert!(matches!(&e, FormatError::WrongIdentifier { found, .. } if found == "ET11"), "{e}");
+    assert!(e.to_string().contains("incompatible program version"), "{e}");
+    d[4..8].copy_from_slice(b"ABCD");
+    assert!(!err(&d).to_string().contains("incompatible"));
+}
+
+#[test]
+fn header_length_below_24() {
+    let mut d = real("cond_cpu");
+    d[12..16].copy_from_slice(&20u32.to_le_bytes());
+    assert_eq!(err(&d), FormatError::HeaderTooShort { length: 20 });
+}
+
+#[test]
+fn header_truncated() {
+    let d = b"\x20\0\0\0ET12eh00\x20\0\0\0\x01\x02".to_vec();
+    assert!(matches!(err(&d), FormatError::HeaderTruncated { .. }));
+}
+
+#[test]
+fn program_size_past_end_of_file() {
+    let mut d = real("cond_cpu");
+    let len = d.len() as u64;
+    put_u64(&mut d, 16, len + 1);
+    assert_eq!(err(&d), FormatError::ProgramSizePastEnd { program_size: len + 1, file_len: len as usize });
+}
+
+#[test]
+fn segment_base_offset_past_end() {
+    let mut d = real("cond_cpu");
+    put_u64(&mut d, 24, 1 << 40);
+    assert!(matches!(err(&d), FormatError::SegmentRegionPastEnd { base, .. } if base == 1 << 40));
+}
+
+#[test]
+fn segment_region_overflowing_u64() {
+    let mut d = real("cond_cpu");
+    put_u64(&mut d, 24, u64::MAX - 4);
+    assert!(matches!(err(&d), FormatError::SegmentRegionOverflow { .. }));
+}
+
+#[test]
+fn segment_base_inside_program_data() {
+    let mut d = real("cond_cpu");
+    put_u64(&mut d, 24, 64);
+    assert!(matches!(err(&d), FormatError::SegmentBaseInsideProgram { base: 64, .. }));
+}
+
+#[test]
+fn segment_offset_plus_size_overflowing_u64() {
+    let (mut p, s) = sample();
+    let d = write(&p, &s);
+    let n = d.len();
+    // Rewrite the table in the model, then splice its bytes into the original file layout.
+    p.segments.as_mut().expect("segments")[1] = DataSegment { offset: u64::MAX - 2, size: 10 };
+    let bad = write_unchecked_segments(&p, &d);
+    assert_eq!(bad.len(), n);
+    assert!(matches!(err(&bad), FormatError::SegmentOverflow { index: 1, .. }), "{}", err(&bad));
+}
+
+#[test]
+fn segment_past_end_of_segment_data() {
+    let (mut p, s) = sample();
+    let d = write(&p, &s);
+    p.segments.as_mut().expect("segments")[2].size = 4096;
+    let bad = write_unchecked_segments(&p, &d);
+    assert!(matches!(err(&bad), FormatError::SegmentPastEnd { index: 2, .. }), "{}", err(&bad));
+}
+
+/// Writes `p`'s FlatBuffers with the header and segment bytes of `file` (no consistency check).
+fn write_unchecked_segments(p: &Program, file: &[u8]) -> Vec<u8> {
+    let fb = format::write_flatbuffer(p, &WriteOptions::default());
+    let header = format::ExtendedHeader::parse(file).expect("parses").expect("has header");
+    let mut h = header;
+    h.program_size = 32 + fb.len() as u64;
+    assert!(h.program_size <= header.segment_base_offset, "fits before the segments");
+    let mut out = Vec::new();
+    let root = u32::from_le_bytes([fb[0], fb[1], fb[2], fb[3]]) + 32;
+    out.extend_from_slice(&root.to_le_bytes());
+    out.extend_from_slice(&fb[4..8]);
+    out.extend_from_slice(&h.encode(32));
+    out.extend_from_slice(&fb[8..]);
+    out.resize(header.segment_base_offset as usize, 0);
+    out.extend_from_slice(&file[header.segment_base_offset as usize..]);
+    out
+}
+
+#[test]
+fn segment_data_without_header() {
+    let (mut p, _) = sample();
+    p.segments = Some(vec![DataSegment { offset: 0, size: 0 }, DataSegment { offset: 0, size: 8 }]);
+    p.named_data = None;
+    p.execution_plan.as_mut().expect("plans")[0].delegates = Some(vec![]);
+    p.constant_segment = Some(SubsegmentOffsets { segment_index: 0, offsets: Some(vec![0]) });
+    let fb = format::write_flatbuffer(&p, &WriteOptions::default());
+    assert_eq!(err(&fb), FormatError::SegmentWithoutHeader { index: 1, size: 8 });
+}
+
+#[test]
+fn root_offset_out_of_range() {
+    let mut d = real("cpu_add_mul");
+    d[0..4].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    assert!(matches!(err(&d), FormatError::RootOffsetOutOfRange { root: 0xffff_fff0, .. }));
+    d[0..4].copy_from_slice(&4u32.to_le_bytes());
+    assert!(matches!(err(&d), FormatError::RootOffsetOutOfRange { root: 4, .. }));
+}
+
+/// A program whose only plan has one EValue with the given union tag and an empty payload.
+fn program_with_value_tag(tag: u8, with_payload: bool) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::new();
+    let payload = {
+        let s = b.start_table();
+        b.end_table(s)
+    };
+    let ev = {
+        let s = b.start_table();
+        b.push_slot::<u8>(4, tag, 0);
+        if with_payload {
+            b.push_slot_always(6, payload);
+        }
+        b.end_table(s)
+    };
+    let vals = b.create_vector(&[ev]);
+    let plan = {
+        let s = b.start_table();
+        b.push_slot_always(8, vals);
+        b.end_table(s)
+    };
+    let plans = b.create_vector(&[plan]);
+    let prog = {
+        let s = b.start_table();
+        b.push_slot_always(6, plans);
+        b.end_table(s)
+    };
+    b.finish(prog, Some("ET12"));
+    b.finished_data().to_vec()
+}
+
+#[test]
+fn union_tag_out_of_range() {
+    assert!(format::load(&program_with_value_tag(1, true)).is_ok(), "Null with payload is fine");
+    let e = err(&program_with_value_tag(42, true));
+    assert_eq!(
+        e,
+        FormatError::UnknownUnionTag {
+            union: "KernelTypes",
+            tag: 42,
+            path: "execution_plan[0].values[0].val_type".into()
+        }
+    );
+    assert!(matches!(err(&program_with_value_tag(0, false)), FormatError::UnknownUnionTag { tag: 0, .. }));
+}
+
+#[test]
+fn union_tag_without_value() {
+    // The verifier already refuses a discriminant without its value, naming the path.
+    let e = err(&program_with_value_tag(2, false));
+    assert!(
+        matches!(&e, FormatError::Malformed { detail } if detail.contains("`val`") && detail.contains("values")),
+        "{e}"
+    );
+}
+
+#[test]
+fn nesting_past_the_verifier_depth() {
+    let d = real("cpu_add_mul");
+    let limits = LoadLimits { max_depth: 3, ..LoadLimits::default() };
+    let e = format::load_with(&d, &limits).expect_err("depth 3 is too shallow for a program");
+    assert!(matches!(&e, FormatError::VerifierLimit { detail } if detail.contains("depth")), "{e}");
+    assert!(format::load(&d).is_ok(), "the default depth ({}) accepts it", format::MAX_DEPTH);
+}
+
+#[test]
+fn too_many_tables() {
+    let d = real("xnn_single_partition");
+    let limits = LoadLimits { max_tables: 10, ..LoadLimits::default() };
+    let e = format::load_with(&d, &limits).expect_err("10 tables is too few");
+    assert!(matches!(&e, FormatError::VerifierLimit { detail } if detail.contains("tables")), "{e}");
+}
+
+#[test]
+fn vector_length_far_past_the_end() {
+    let (mut p, s) = sample();
+    let marker = 0x1122_3344_5566_7788i64;
+    p.execution_plan.as_mut().expect("plans")[0].non_const_buffer_sizes = Some(vec![marker]);
+    let mut d = write(&p, &s);
+    let at = d.windows(8).position(|w| w == marker.to_le_bytes()).expect("marker present");
+    d[at - 4..at].copy_from_slice(&0x0fff_ffffu32.to_le_bytes());
+    let e = err(&d);
+    assert!(matches!(&e, FormatError::Malformed { detail } if detail.contains("non_const_buffer_sizes")), "{e}");
+}
+
+#[test]
+fn dangling_constant_segment_index() {
+    let (mut p, s) = sample();
+    p.constant_segment.as_mut().expect("cs").segment_index = 9;
+    let e = err(&write(&p, &s));
+    assert_eq!(
+        e,
+        FormatError::SegmentIndexOutOfRange { field: "constant_segment.segment_index".into(), index: 9, count: 3 }
+    );
+}
+
+#[test]
+fn constant_offset_past_its_segment() {
+    let (mut p, s) = sample();
+    p.constant_segment.as_mut().expect("cs").offsets = Some(vec![0, 0, 33]);
+    let e = err(&write(&p, &s));
+    assert!(
+        matches!(&e, FormatError::SubsegmentOffsetPastEnd { field, offset: 33, segment: 0, size: 32 } if field == "constant_segment.offsets[2]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn constant_buffer_together_with_constant_segment() {
+    let (mut p, s) = sample();
+    p.constant_buffer = Some(vec![Buffer { storage: Some(Bytes(vec![])) }, Buffer { storage: Some(Bytes(vec![1])) }]);
+    assert_eq!(err(&write(&p, &s)), FormatError::ConstantBufferAndSegment { count: 2 });
+}
+
+#[test]
+fn dangling_named_data_segment() {
+    let (mut p, s) = sample();
+    p.named_data.as_mut().expect("nd")[0].segment_index = 3;
+    let e = err(&write(&p, &s));
+    assert_eq!(
+        e,
+        FormatError::SegmentIndexOutOfRange { field: "named_data[0].segment_index".into(), index: 3, count: 3 }
+    );
+}
+
+#[test]
+fn named_data_without_segments_table() {
+    let (mut p, _) = sample();
+    p.segments = None;
+    p.constant_segment = None;
+    p.execution_plan.as_mut().expect("plans")[0].delegates = Some(vec![]);
+    let d = format::write_flatbuffer(&p, &WriteOptions::default());
+    assert!(matches!(err(&d), FormatError::MissingField { field } if field.starts_with("segments")));
+}
+
+#[test]
+fn dangling_mutable_data_segment() {
+    let (mut p, s) = sample();
+    p.mutable_data_segments = Some(vec![SubsegmentOffsets { segment_index: 5, offsets: Some(vec![0]) }]);
+    let e = err(&write(&p, &s));
+    assert!(
+        matches!(&e, FormatError::SegmentIndexOutOfRange { field, index: 5, .. } if field == "mutable_data_segments[0].segment_index"),
+        "{e}"
+    );
+}
+
+#[test]
+fn mutable_offset_past_its_segment() {
+    let (mut p, s) = sample();
+    p.mutable_data_segments = Some(vec![SubsegmentOffsets { segment_index: 2, offsets: Some(vec![0, 5]) }]);
+    let e = err(&write(&p, &s));
+    assert!(
+        matches!(&e, FormatError::SubsegmentOffsetPastEnd { field, offset: 5, .. } if field == "mutable_data_segments[0].offsets[1]"),
+        "{e}"
+    );
+}
+
+fn with_processed(r: BackendDelegateDataReference) -> FormatError {
+    let (mut p, s) = sample();
+    p.execution_plan.as_mut().expect("plans")[0].delegates.as_mut().expect("delegates")[0].processed = Some(r);
+    err(&write(&p, &s))
+}
+
+#[test]
+fn dangling_delegate_segment_index() {
+    let e = with_processed(BackendDelegateDataReference { location: DataLocation::SEGMENT, index: 7 });
+    assert_eq!(
+        e,
+        FormatError::SegmentIndexOutOfRange {
+            field: "execution_plan[0].delegates[0].processed.index".into(),
+            index: 7,
+            count: 3
+        }
+    );
+}
+
+#[test]
+fn dangling_delegate_inline_index() {
+    let e = with_processed(BackendDelegateDataReference { location: DataLocation::INLINE, index: 0 });
+    assert_eq!(
+        e,
+        FormatError::InlineIndexOutOfRange {
+            field: "execution_plan[0].delegates[0].processed".into(),
+            index: 0,
+            count: 0
+        }
+    );
+}
+
+#[test]
+fn inline_reference_without_backend_delegate_data() {
+    let (mut p, s) = sample();
+    p.backend_delegate_data = None;
+    p.execution_plan.as_mut().expect("plans")[0].delegates.as_mut().expect("delegates")[0].processed =
+        Some(BackendDelegateDataReference { location: DataLocation::INLINE, index: 0 });
+    assert_eq!(
+        err(&write(&p, &s)),
+        FormatError::InlineDataAbsent { field: "execution_plan[0].delegates[0].processed".into() }
+    );
+}
+
+#[test]
+fn inline_entry_without_data() {
+    let (mut p, s) = sample();
+    p.backend_delegate_data = Some(vec![BackendDelegateInlineData { data: None }]);
+    assert_eq!(err(&write(&p, &s)), FormatError::MissingField { field: "backend_delegate_data[0].data".into() });
+}
+
+#[test]
+fn unknown_delegate_data_location() {
+    let e = with_processed(BackendDelegateDataReference { location: DataLocation(5), index: 0 });
+    assert!(matches!(e, FormatError::UnknownDataLocation { location: 5, .. }));
+}
+
+#[test]
+fn shared_table_bomb_is_bounded() {
+    // One Tensor table with a 4,000-entry sizes vector, referenced 20,000 times: a tiny file
+    // whose tree expansion is ~320 MB. It must be refused, not expanded.
+    let mut b = FlatBufferBuilder::new();
+    let sizes = b.create_vector(&vec![1i32; 4000]);
+    let tensor = {
+        let s = b.start_table();
+        b.push_slot_always(8, sizes);
+        b.end_table(s)
+    };
+    let ev = {
+        let s = b.start_table();
+        b.push_slot::<u8>(4, 5, 0);
+        b.push_slot_always(6, tensor);
+        b.end_table(s)
+    };
+    let vals = b.create_vector(&vec![ev; 20_000]);
+    let plan = {
+        let s = b.start_table();
+        b.push_slot_always(8, vals);
+        b.end_table(s)
+    };
+    let plans = b.create_vector(&[plan]);
+    let prog = {
+        let s = b.start_table();
+        b.push_slot_always(6, plans);
+        b.end_table(s)
+    };
+    b.finish(prog, Some("ET12"));
+    let d = b.finished_data();
+    assert!(d.len() < 200_000);
+    let e = err(d);
+    assert!(matches!(e, FormatError::VerifierLimit { .. } | FormatError::DecodeBudgetExceeded { .. }), "{e}");
+}
+
+#[test]
+fn every_truncation_of_a_real_file_is_rejected_without_panic() {
+    for name in ["cond_cpu", "xnn_delegate_inline", "legacy_et021_inline_constants"] {
+        let d = real(name);
+        for len in 0..d.len() {
+            let _ = format::load(&d[..len]);
+        }
+    }
+}
+
+#[test]
+fn every_single_byte_flip_of_a_real_file_is_handled() {
+    let d = real("demo_repeated_call_3x");
+    let mut accepted = 0;
+    for i in 0..d.len() {
+        let mut m = d.clone();
+        m[i] ^= 0xff;
+        if format::load(&m).is_ok() {
+            accepted += 1;
+        }
+    }
+    assert!(accepted < d.len(), "some flips must be rejected");
+}

@@ -1,0 +1,76 @@
+//! External data (`.ptd`): write -> load round trip, shared blobs, and typed rejections.
+
+use ptecheck::format::{load_ptd, write_ptd, FormatError, TensorLayout};
+use ptecheck::program::ScalarType;
+
+fn sample() -> Vec<u8> {
+    let layout = TensorLayout { scalar_type: ScalarType::FLOAT, sizes: vec![2, 2], dim_order: vec![0, 1] };
+    write_ptd(
+        &[
+            ("linear.weight", Some(&layout), &[1u8; 16][..]),
+            ("linear.bias", None, &[2u8; 8][..]),
+            ("alias", None, &[1u8; 16][..]),
+        ],
+        128,
+    )
+}
+
+#[test]
+fn round_trip_with_layouts_and_shared_blobs() {
+    let d = sample();
+    assert_eq!(&d[4..8], b"FT01");
+    assert_eq!(&d[8..12], b"FH01");
+    let p = load_ptd(&d).expect("loads");
+    assert_eq!(p.entries.len(), 3);
+    let w = p.get("linear.weight").expect("present");
+    assert_eq!(w.data, &[1u8; 16][..]);
+    assert_eq!(w.layout.as_ref().map(|l| l.sizes.clone()), Some(vec![2, 2]));
+    assert_eq!(p.get("linear.bias").expect("present").data, &[2u8; 8][..]);
+    assert_eq!(p.get("alias").expect("present").segment_index, w.segment_index, "same bytes share a segment");
+    assert!(p.get("missing").is_none());
+    let base = u64::from_le_bytes(d[32..40].try_into().expect("8 bytes"));
+    assert_eq!(base % 128, 0);
+}
+
+#[test]
+fn wrong_identifier() {
+    let mut d = sample();
+    d[4..8].copy_from_slice(b"ET12");
+    assert!(matches!(load_ptd(&d), Err(FormatError::WrongIdentifier { expected: "FT01", .. })));
+}
+
+#[test]
+fn missing_header() {
+    let mut d = sample();
+    d[8..12].copy_from_slice(b"XXXX");
+    assert!(matches!(load_ptd(&d), Err(FormatError::PtdHeader { detail }) if detail.contains("FH01")));
+}
+
+#[test]
+fn header_length_below_40() {
+    let mut d = sample();
+    d[12..16].copy_from_slice(&32u32.to_le_bytes());
+    assert!(matches!(load_ptd(&d), Err(FormatError::PtdHeader { detail }) if detail.contains("below 40")));
+}
+
+#[test]
+fn file_shorter_than_segment_data() {
+    let d = sample();
+    let e = load_ptd(&d[..d.len() - 1]).expect_err("truncated");
+    assert!(matches!(&e, FormatError::PtdHeader { detail } if detail.contains("past the end")), "{e}");
+}
+
+#[test]
+fn segment_region_overflow() {
+    let mut d = sample();
+    d[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(load_ptd(&d), Err(FormatError::PtdHeader { detail }) if detail.contains("overflows")));
+}
+
+#[test]
+fn truncations_never_panic() {
+    let d = sample();
+    for n in 0..d.len() {
+        assert!(load_ptd(&d[..n]).is_err(), "prefix of {n} bytes");
+    }
+}
