@@ -48,31 +48,18 @@ impl Decoder {
         }
     }
 
-    fn vec_i32(&mut self, v: Option<flatbuffers::Vector<'_, i32>>, path: &dyn Fn() -> String) -> R<Option<Vec<i32>>> {
+    fn vec<'a, T>(
+        &mut self,
+        v: Option<flatbuffers::Vector<'a, T>>,
+        path: &dyn Fn() -> String,
+    ) -> R<Option<Vec<T::Inner>>>
+    where
+        T: flatbuffers::Follow<'a> + 'a,
+    {
         match v {
             None => Ok(None),
             Some(v) => {
-                self.charge(v.len() * 4 + 24, path)?;
-                Ok(Some(v.iter().collect()))
-            }
-        }
-    }
-
-    fn vec_i64(&mut self, v: Option<flatbuffers::Vector<'_, i64>>, path: &dyn Fn() -> String) -> R<Option<Vec<i64>>> {
-        match v {
-            None => Ok(None),
-            Some(v) => {
-                self.charge(v.len() * 8 + 24, path)?;
-                Ok(Some(v.iter().collect()))
-            }
-        }
-    }
-
-    fn vec_u64(&mut self, v: Option<flatbuffers::Vector<'_, u64>>, path: &dyn Fn() -> String) -> R<Option<Vec<u64>>> {
-        match v {
-            None => Ok(None),
-            Some(v) => {
-                self.charge(v.len() * 8 + 24, path)?;
+                self.charge(v.len() * std::mem::size_of::<T::Inner>() + 24, path)?;
                 Ok(Some(v.iter().collect()))
             }
         }
@@ -171,7 +158,7 @@ impl Decoder {
     }
 
     fn subsegment(&mut self, c: fb::SubsegmentOffsets<'_>, path: &dyn Fn() -> String) -> R<SubsegmentOffsets> {
-        Ok(SubsegmentOffsets { segment_index: c.segment_index(), offsets: self.vec_u64(c.offsets(), path)? })
+        Ok(SubsegmentOffsets { segment_index: c.segment_index(), offsets: self.vec(c.offsets(), path)? })
     }
 
     fn plan(&mut self, p: fb::ExecutionPlan<'_>, pi: usize) -> R<ExecutionPlan> {
@@ -195,8 +182,8 @@ impl Decoder {
                 Some(out)
             }
         };
-        let inputs = self.vec_i32(p.inputs(), &|| at("inputs"))?;
-        let outputs = self.vec_i32(p.outputs(), &|| at("outputs"))?;
+        let inputs = self.vec(p.inputs(), &|| at("inputs"))?;
+        let outputs = self.vec(p.outputs(), &|| at("outputs"))?;
         let chains = match p.chains() {
             None => None,
             Some(v) => {
@@ -256,7 +243,7 @@ impl Decoder {
                 Some(out)
             }
         };
-        let non_const_buffer_sizes = self.vec_i64(p.non_const_buffer_sizes(), &|| at("non_const_buffer_sizes"))?;
+        let non_const_buffer_sizes = self.vec(p.non_const_buffer_sizes(), &|| at("non_const_buffer_sizes"))?;
         let non_const_buffer_device = match p.non_const_buffer_device() {
             None => None,
             Some(v) => {
@@ -288,8 +275,8 @@ impl Decoder {
 
     fn chain(&mut self, c: fb::Chain<'_>, pi: usize, ci: usize) -> R<Chain> {
         let at = |f: &str| format!("execution_plan[{pi}].chains[{ci}].{f}");
-        let inputs = self.vec_i32(c.inputs(), &|| at("inputs"))?;
-        let outputs = self.vec_i32(c.outputs(), &|| at("outputs"))?;
+        let inputs = self.vec(c.inputs(), &|| at("inputs"))?;
+        let outputs = self.vec(c.outputs(), &|| at("outputs"))?;
         let instructions = match c.instructions() {
             None => None,
             Some(v) => {
@@ -340,13 +327,13 @@ impl Decoder {
         Ok(match tag {
             fb::InstructionArguments::KernelCall => {
                 let k = ins.instr_args_as_kernel_call().ok_or_else(missing)?;
-                Instruction::KernelCall(KernelCall { op_index: k.op_index(), args: self.vec_i32(k.args(), path)? })
+                Instruction::KernelCall(KernelCall { op_index: k.op_index(), args: self.vec(k.args(), path)? })
             }
             fb::InstructionArguments::DelegateCall => {
                 let k = ins.instr_args_as_delegate_call().ok_or_else(missing)?;
                 Instruction::DelegateCall(DelegateCall {
                     delegate_index: k.delegate_index(),
-                    args: self.vec_i32(k.args(), path)?,
+                    args: self.vec(k.args(), path)?,
                 })
             }
             fb::InstructionArguments::MoveCall => {
@@ -389,35 +376,23 @@ impl Decoder {
             fb::KernelTypes::Tensor => EValue::Tensor(self.tensor(e.val_as_tensor().ok_or_else(missing)?, path)?),
             fb::KernelTypes::IntList => {
                 let l = e.val_as_int_list().ok_or_else(missing)?;
-                EValue::IntList(self.vec_i64(l.items(), path)?)
+                EValue::IntList(self.vec(l.items(), path)?)
             }
             fb::KernelTypes::DoubleList => {
                 let l = e.val_as_double_list().ok_or_else(missing)?;
-                match l.items() {
-                    None => EValue::DoubleList(None),
-                    Some(v) => {
-                        self.charge(v.len() * 8 + 24, path)?;
-                        EValue::DoubleList(Some(v.iter().collect()))
-                    }
-                }
+                EValue::DoubleList(self.vec(l.items(), path)?)
             }
             fb::KernelTypes::BoolList => {
                 let l = e.val_as_bool_list().ok_or_else(missing)?;
-                match l.items() {
-                    None => EValue::BoolList(None),
-                    Some(v) => {
-                        self.charge(v.len() + 24, path)?;
-                        EValue::BoolList(Some(v.iter().collect()))
-                    }
-                }
+                EValue::BoolList(self.vec(l.items(), path)?)
             }
             fb::KernelTypes::TensorList => {
                 let l = e.val_as_tensor_list().ok_or_else(missing)?;
-                EValue::TensorList(self.vec_i32(l.items(), path)?)
+                EValue::TensorList(self.vec(l.items(), path)?)
             }
             fb::KernelTypes::OptionalTensorList => {
                 let l = e.val_as_optional_tensor_list().ok_or_else(missing)?;
-                EValue::OptionalTensorList(self.vec_i32(l.items(), path)?)
+                EValue::OptionalTensorList(self.vec(l.items(), path)?)
             }
             other => {
                 return Err(FormatError::UnknownUnionTag {
@@ -430,14 +405,8 @@ impl Decoder {
     }
 
     fn tensor(&mut self, t: fb::Tensor<'_>, path: &dyn Fn() -> String) -> R<Tensor> {
-        let sizes = self.vec_i32(t.sizes(), path)?;
-        let dim_order = match t.dim_order() {
-            None => None,
-            Some(v) => {
-                self.charge(v.len() + 24, path)?;
-                Some(v.bytes().to_vec())
-            }
-        };
+        let sizes = self.vec(t.sizes(), path)?;
+        let dim_order = self.vec(t.dim_order(), path)?;
         let extra_tensor_info = match t.extra_tensor_info() {
             None => None,
             Some(x) => Some(ExtraTensorInfo {
