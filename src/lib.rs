@@ -2,7 +2,7 @@
 //! and their backend delegates.
 //!
 //! Stages, data flowing one way: [`format`] (bytes <-> model) and [`program`] (owned model),
-//! then the CLI-facing [`inspect`] reports.
+//! then the CLI-facing [`inspect`] reports and the [`runtime`]'s init-time checks.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -13,3 +13,6 @@ pub mod format;
 
 #[forbid(unsafe_code)]
 pub mod inspect;
+
+#[forbid(unsafe_code)]
+pub mod runtime;

@@ -27,6 +27,11 @@ enum Command {
         #[arg(long)]
         dot: bool,
     },
+    /// Load FILE and run every init-time check without executing; print each violation.
+    Check {
+        /// File to check (`-` = stdin).
+        file: PathBuf,
+    },
 }
 
 fn read_input(path: &PathBuf) -> Result<Vec<u8>, String> {
@@ -89,9 +94,39 @@ fn inspect(files: Vec<PathBuf>, json: bool, dot: bool) -> ExitCode {
     status
 }
 
+fn check(path: &PathBuf) -> ExitCode {
+    let bytes = match read_input(path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let loaded = match ptecheck::format::load(&bytes) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let violations = ptecheck::runtime::check_program(&loaded);
+    for v in &violations {
+        eprintln!("error: {v} [{:?}]", v.code());
+    }
+    if violations.is_empty() {
+        let methods: Vec<&str> = loaded.program.plans().iter().map(|p| p.name_str()).collect();
+        println!("ok: {} method(s) pass every init-time check: {}", methods.len(), methods.join(", "));
+        ExitCode::SUCCESS
+    } else {
+        println!("{} violation(s)", violations.len());
+        ExitCode::from(2)
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect { files, json, dot } => inspect(files, json, dot),
+        Command::Check { file } => check(&file),
     }
 }

@@ -76,3 +76,27 @@ fn default_inspects_every_shipped_sample() {
     let s = String::from_utf8_lossy(&out.stdout);
     assert_eq!(s.matches("== ").count(), 17, "{s}");
 }
+
+#[test]
+fn check_passes_a_real_file_and_lists_violations_of_a_bad_one() {
+    let ok = bin().args(["check", &corpus("map_cpu")]).output().expect("runs");
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let dir = std::env::temp_dir().join(format!("ptecheck-cli-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let data = std::fs::read(corpus("xnn_repeated_call_3x")).expect("read");
+    let loaded = ptecheck::format::load(&data).expect("loads");
+    let mut p = loaded.program.clone();
+    let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+    for ins in plan.chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instrs") {
+        if let ptecheck::program::Instruction::DelegateCall(d) = ins {
+            d.delegate_index += 10;
+        }
+    }
+    let bad = dir.join("bad_delegate_index.pte");
+    let bytes = ptecheck::format::write(&p, &loaded.segments, &Default::default()).expect("writes");
+    std::fs::write(&bad, bytes).expect("write");
+    let out = bin().args(["check", bad.to_str().expect("utf8")]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().filter(|l| l.starts_with("error: ") && l.contains("names delegate")).count(), 3, "{err}");
+}

@@ -1,0 +1,449 @@
+//! Init-time structural checks of one method, run before any backend `init()` (P3).
+//!
+//! Everything ExecuTorch 1.5.1 checks at `Method::init`, plus what it lets through (an
+//! out-of-range `delegate_index` or jump destination, an op index masked by a later lookup,
+//! a forward list reference, a scratch delegate with several call sites): each violation is a
+//! typed [`CheckError`] naming the method and place. All violations are collected, in program
+//! order, so `ptecheck check` can print every one; `Method::init` reports the first.
+//! Reads the loaded program only; no backend is touched.
+
+use super::error::{CheckError, ErrorCode, Site};
+use super::ops;
+use crate::format::LoadedProgram;
+use crate::program::{EValue, ExecutionPlan, Instruction, Tensor, TensorDataLocation, TensorShapeDynamism};
+
+/// Reserved compile-spec key marking a delegate that declares scratch memory (P1).
+pub const SCRATCH_KEY: &str = "__et_scratch";
+/// Largest tensor rank the runtime accepts.
+pub const MAX_RANK: usize = 16;
+
+/// One declared scratch buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScratchSpec {
+    /// Size in bytes (> 0).
+    pub nbytes: u64,
+    /// Memory arena id, -1 = default.
+    pub mem_id: i32,
+}
+
+/// Parses an `__et_scratch` value: u32 LE count, then per spec u64 LE nbytes, i32 LE mem_id.
+pub fn parse_scratch(value: &[u8]) -> Result<Vec<ScratchSpec>, String> {
+    let count = value.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or("shorter than its count")?;
+    let want = (count as usize).checked_mul(12).and_then(|n| n.checked_add(4)).ok_or("count overflows")?;
+    if value.len() != want {
+        return Err(format!("count {count} needs {want} bytes, value has {}", value.len()));
+    }
+    Ok(value[4..]
+        .chunks_exact(12)
+        .map(|c| ScratchSpec {
+            nbytes: u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+            mem_id: i32::from_le_bytes([c[8], c[9], c[10], c[11]]),
+        })
+        .collect())
+}
+
+/// Encodes scratch specs as an `__et_scratch` value.
+pub fn encode_scratch(specs: &[ScratchSpec]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + 12 * specs.len());
+    v.extend_from_slice(&(specs.len() as u32).to_le_bytes());
+    for s in specs {
+        v.extend_from_slice(&s.nbytes.to_le_bytes());
+        v.extend_from_slice(&s.mem_id.to_le_bytes());
+    }
+    v
+}
+
+/// Number of DelegateCall instructions naming each delegate, over all chains (P5).
+pub fn call_site_counts(plan: &ExecutionPlan) -> Vec<usize> {
+    let mut counts = vec![0usize; plan.delegate_list().len()];
+    for chain in plan.chain_list() {
+        for ins in chain.instruction_list() {
+            if let Instruction::DelegateCall(d) = ins {
+                if let Some(c) = usize::try_from(d.delegate_index).ok().and_then(|i| counts.get_mut(i)) {
+                    *c += 1;
+                }
+            }
+        }
+    }
+    counts
+}
+
+struct Checker<'l, 'a> {
+    loaded: &'l LoadedProgram<'a>,
+    plan: &'l ExecutionPlan,
+    method: String,
+    out: Vec<CheckError>,
+}
+
+impl Checker<'_, '_> {
+    fn n_values(&self) -> usize {
+        self.plan.value_list().len()
+    }
+
+    fn value_index(&mut self, site: Site, field: &'static str, index: i64) {
+        if index < 0 || index as u64 >= self.n_values() as u64 {
+            let count = self.n_values();
+            self.out.push(CheckError::ValueIndex { method: self.method.clone(), site, field, index, count });
+        }
+    }
+
+    fn tensor_err(&mut self, value: usize, what: String, code: ErrorCode) {
+        self.out.push(CheckError::Tensor { method: self.method.clone(), value, what, code });
+    }
+
+    fn required_fields(&mut self) {
+        let p = self.plan;
+        let missing: [(&'static str, bool); 7] = [
+            ("name", p.name.is_none()),
+            ("values", p.values.is_none()),
+            ("inputs", p.inputs.is_none()),
+            ("outputs", p.outputs.is_none()),
+            ("non_const_buffer_sizes", p.non_const_buffer_sizes.is_none()),
+            ("delegates", p.delegates.is_none()),
+            ("chains", p.chain_list().is_empty()),
+        ];
+        for (field, absent) in missing {
+            if absent {
+                self.out.push(CheckError::MissingField { method: self.method.clone(), field });
+            }
+        }
+    }
+
+    fn tensor(&mut self, i: usize, t: &Tensor) {
+        use ErrorCode::*;
+        if t.storage_offset != 0 {
+            self.tensor_err(i, format!("storage_offset {} is not 0", t.storage_offset), NotSupported);
+        }
+        let Some(elem) = t.scalar_type.element_size() else {
+            return self.tensor_err(
+                i,
+                format!("scalar_type {} is not a valid element type", t.scalar_type.0),
+                InvalidProgram,
+            );
+        };
+        if t.shape_dynamism == TensorShapeDynamism::DYNAMIC_UNBOUND {
+            self.tensor_err(i, "shape_dynamism DYNAMIC_UNBOUND is not supported".into(), NotSupported);
+        }
+        let Some(sizes) = &t.sizes else { return self.tensor_err(i, "sizes is absent".into(), InvalidProgram) };
+        if sizes.len() > MAX_RANK {
+            return self.tensor_err(i, format!("rank {} exceeds {MAX_RANK}", sizes.len()), InvalidProgram);
+        }
+        match &t.dim_order {
+            None => return self.tensor_err(i, "dim_order is absent".into(), InvalidProgram),
+            Some(d) if d.len() != sizes.len() => {
+                return self.tensor_err(
+                    i,
+                    format!("dim_order has {} entries for rank {}", d.len(), sizes.len()),
+                    InvalidProgram,
+                )
+            }
+            Some(d) => {
+                let mut seen = [false; MAX_RANK];
+                for &x in d {
+                    if (x as usize) >= sizes.len() || std::mem::replace(&mut seen[x as usize], true) {
+                        return self.tensor_err(i, format!("dim_order {d:?} is not a permutation"), InvalidProgram);
+                    }
+                }
+            }
+        }
+        if let Some(pos) = sizes.iter().position(|s| *s < 0) {
+            return self.tensor_err(i, format!("sizes[{pos}] = {} is negative", sizes[pos]), InvalidProgram);
+        }
+        let nbytes =
+            sizes.iter().try_fold(1u64, |acc, s| acc.checked_mul(*s as u64)).and_then(|n| n.checked_mul(elem as u64));
+        let Some(nbytes) = nbytes else {
+            return self.tensor_err(i, format!("numel × element size of sizes {sizes:?} overflows"), InvalidProgram);
+        };
+        let external = t.extra_tensor_info.as_ref().is_some_and(|x| x.location == TensorDataLocation::EXTERNAL);
+        if let Some(a) = &t.allocation_info {
+            let arenas = self.plan.non_const_buffer_sizes.as_deref().unwrap_or(&[]);
+            let id = a.memory_id as usize;
+            if id == 0 || id >= arenas.len() {
+                return self.tensor_err(
+                    i,
+                    format!(
+                        "memory_id {} names no planned arena ({} arenas)",
+                        a.memory_id,
+                        arenas.len().saturating_sub(1)
+                    ),
+                    InvalidArgument,
+                );
+            }
+            let arena = arenas[id];
+            match a.offset().checked_add(nbytes) {
+                Some(end) if arena >= 0 && end <= arena as u64 => {}
+                _ => {
+                    return self.tensor_err(
+                        i,
+                        format!("planned [{}, +{nbytes}) does not fit arena {id} of {arena} bytes", a.offset()),
+                        MemoryAllocationFailed,
+                    )
+                }
+            }
+            if t.data_buffer_idx > 0 && !external {
+                let k = t.data_buffer_idx as usize;
+                let avail = self.loaded.mutable_data.first().and_then(|m| m.get(k)).map(|s| s.len() as u64);
+                match avail {
+                    Some(len) if len >= nbytes => {}
+                    _ => self.tensor_err(
+                        i,
+                        format!("mutable data buffer {k} is missing or smaller than {nbytes} bytes"),
+                        InvalidArgument,
+                    ),
+                }
+            }
+        } else if t.data_buffer_idx > 0 && !external {
+            let k = t.data_buffer_idx as usize;
+            match self.loaded.constants.get(k) {
+                None => self.tensor_err(
+                    i,
+                    format!("data_buffer_idx {k} is out of range ({} constant buffers)", self.loaded.constants.len()),
+                    InvalidArgument,
+                ),
+                Some(c) if (c.len() as u64) < nbytes => self.tensor_err(
+                    i,
+                    format!("constant buffer {k} has {} bytes, the tensor needs {nbytes}", c.len()),
+                    InvalidArgument,
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn values(&mut self) {
+        let values = self.plan.value_list();
+        for (i, v) in values.iter().enumerate() {
+            let method = &self.method;
+            let item_err = |item: usize, index: i64, what: &'static str, code: ErrorCode| CheckError::ListItem {
+                method: method.clone(),
+                value: i,
+                item,
+                index,
+                what,
+                code,
+            };
+            let missing = |what: &str| CheckError::Tensor {
+                method: method.clone(),
+                value: i,
+                what: format!("{what} items are absent"),
+                code: ErrorCode::InvalidProgram,
+            };
+            match v {
+                EValue::Tensor(t) => self.tensor(i, t),
+                EValue::IntList(None) => self.out.push(missing("IntList")),
+                EValue::IntList(Some(items)) => {
+                    if items.len().checked_mul(8).is_none() {
+                        self.out.push(missing("IntList"));
+                    }
+                    for (k, &x) in items.iter().enumerate() {
+                        if x < 0 || x as u64 >= values.len() as u64 {
+                            self.out.push(item_err(k, x, "out of range", ErrorCode::InvalidProgram));
+                        }
+                    }
+                }
+                EValue::TensorList(None) => self.out.push(missing("TensorList")),
+                EValue::OptionalTensorList(None) => self.out.push(missing("OptionalTensorList")),
+                EValue::TensorList(Some(items)) | EValue::OptionalTensorList(Some(items)) => {
+                    let optional = matches!(v, EValue::OptionalTensorList(_));
+                    for (k, &x) in items.iter().enumerate() {
+                        let e = if optional && x == -1 {
+                            None
+                        } else if x < 0 || x as usize >= values.len() {
+                            Some(item_err(k, x.into(), "out of range", ErrorCode::InvalidProgram))
+                        } else if x as usize >= i {
+                            Some(item_err(
+                                k,
+                                x.into(),
+                                "refers to a later value (read before it is built)",
+                                ErrorCode::InvalidProgram,
+                            ))
+                        } else if values[x as usize].as_tensor().is_none() {
+                            Some(item_err(k, x.into(), "is not a tensor", ErrorCode::InvalidType))
+                        } else {
+                            None
+                        };
+                        self.out.extend(e);
+                    }
+                }
+                EValue::String(None) => self.out.push(missing("String")),
+                EValue::BoolList(None) => self.out.push(missing("BoolList")),
+                EValue::DoubleList(None) => self.out.push(missing("DoubleList")),
+                _ => {}
+            }
+        }
+    }
+
+    fn plan_io(&mut self) {
+        let values = self.plan.value_list();
+        for (which, list) in [("inputs", &self.plan.inputs), ("outputs", &self.plan.outputs)] {
+            for (position, &index) in list.iter().flatten().enumerate() {
+                let method = self.method.clone();
+                match usize::try_from(index).ok().and_then(|i| values.get(i)) {
+                    None => self.out.push(CheckError::PlanIo { method, which, position, index, count: values.len() }),
+                    Some(v)
+                        if which == "inputs"
+                            && !matches!(
+                                v,
+                                EValue::Tensor(_) | EValue::Int(_) | EValue::Bool(_) | EValue::Double(_)
+                            ) =>
+                    {
+                        self.out.push(CheckError::PlanIoKind { method, which, position, index, kind: v.kind() })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    fn delegates(&mut self) {
+        let counts = call_site_counts(self.plan);
+        for (d, del) in self.plan.delegate_list().iter().enumerate() {
+            let err = |what: String| CheckError::Delegate { method: self.method.clone(), delegate: d, what };
+            let mut found = Vec::new();
+            if del.id.is_none() {
+                found.push(err("has no `id`".into()));
+            }
+            if del.processed.is_none() {
+                found.push(err("has no `processed` reference".into()));
+            }
+            for (k, spec) in del.compile_spec_list().iter().enumerate() {
+                if spec.key.is_none() || spec.value.is_none() {
+                    found.push(err(format!("compile_specs[{k}] lacks its key or value")));
+                } else if spec.key.as_deref() == Some(SCRATCH_KEY) {
+                    match parse_scratch(spec.value.as_ref().map(|v| v.as_slice()).unwrap_or(&[])) {
+                        Err(e) => found.push(err(format!("compile_specs[{k}] `{SCRATCH_KEY}` is malformed: {e}"))),
+                        Ok(specs) if !specs.is_empty() && counts[d] > 1 => found.push(CheckError::ScratchShared {
+                            method: self.method.clone(),
+                            delegate: d,
+                            sites: counts[d],
+                        }),
+                        Ok(_) => {}
+                    }
+                }
+            }
+            self.out.extend(found);
+        }
+    }
+
+    fn instructions(&mut self) {
+        let n_ops = self.plan.operator_list().len();
+        let n_delegates = self.plan.delegate_list().len();
+        let mut reported_ops = vec![false; n_ops];
+        for (c, chain) in self.plan.chain_list().iter().enumerate() {
+            let Some(list) = &chain.instructions else {
+                self.out.push(CheckError::MissingInstructions { method: self.method.clone(), chain: c });
+                continue;
+            };
+            for (ii, ins) in list.iter().enumerate() {
+                let site = Site { chain: c, instruction: ii };
+                match ins {
+                    Instruction::KernelCall(k) => {
+                        let Some(args) = &k.args else {
+                            self.out.push(CheckError::MissingArgs {
+                                method: self.method.clone(),
+                                site,
+                                what: "KernelCall",
+                            });
+                            continue;
+                        };
+                        for &a in args {
+                            self.value_index(site, "KernelCall.args", a.into());
+                        }
+                        let Some(op) = usize::try_from(k.op_index)
+                            .ok()
+                            .and_then(|i| self.plan.operator_list().get(i).map(|o| (i, o)))
+                        else {
+                            self.out.push(CheckError::OpIndex {
+                                method: self.method.clone(),
+                                site,
+                                index: k.op_index,
+                                count: n_ops,
+                            });
+                            continue;
+                        };
+                        let name = op.1.qualified();
+                        match ops::arity(&name) {
+                            None if !reported_ops[op.0] => {
+                                reported_ops[op.0] = true;
+                                self.out.push(CheckError::UnknownOperator {
+                                    method: self.method.clone(),
+                                    op_index: op.0,
+                                    name,
+                                });
+                            }
+                            Some(expected) if expected != args.len() => self.out.push(CheckError::Arity {
+                                method: self.method.clone(),
+                                site,
+                                op: name,
+                                expected,
+                                found: args.len(),
+                            }),
+                            _ => {}
+                        }
+                    }
+                    Instruction::DelegateCall(d) => {
+                        match &d.args {
+                            None => self.out.push(CheckError::MissingArgs {
+                                method: self.method.clone(),
+                                site,
+                                what: "DelegateCall",
+                            }),
+                            Some(args) => {
+                                for &a in args {
+                                    self.value_index(site, "DelegateCall.args", a.into());
+                                }
+                            }
+                        }
+                        if d.delegate_index < 0 || d.delegate_index as usize >= n_delegates {
+                            self.out.push(CheckError::DelegateIndex {
+                                method: self.method.clone(),
+                                site,
+                                index: d.delegate_index,
+                                count: n_delegates,
+                            });
+                        }
+                    }
+                    Instruction::MoveCall(m) => {
+                        self.value_index(site, "MoveCall.move_from", m.move_from.into());
+                        self.value_index(site, "MoveCall.move_to", m.move_to.into());
+                    }
+                    Instruction::FreeCall(f) => self.value_index(site, "FreeCall.value_index", f.value_index.into()),
+                    Instruction::JumpFalseCall(j) => {
+                        self.value_index(site, "JumpFalseCall.cond_value_index", j.cond_value_index.into());
+                        // A destination equal to the chain length ends the chain (a cond that is
+                        // the last construct of a method jumps there).
+                        if j.destination_instruction < 0 || j.destination_instruction as usize > list.len() {
+                            self.out.push(CheckError::JumpDestination {
+                                method: self.method.clone(),
+                                site,
+                                destination: j.destination_instruction,
+                                len: list.len(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every init-time violation of plan `plan_index`, in program order (empty = the method may
+/// start). Panics never; `plan_index` out of range yields a `MissingField` for `execution_plan`.
+pub fn check_method(loaded: &LoadedProgram<'_>, plan_index: usize) -> Vec<CheckError> {
+    let Some(plan) = loaded.program.plans().get(plan_index) else {
+        return vec![CheckError::MissingField { method: format!("#{plan_index}"), field: "execution_plan" }];
+    };
+    let method = plan.name.clone().unwrap_or_else(|| format!("#{plan_index}"));
+    let mut c = Checker { loaded, plan, method, out: Vec::new() };
+    c.required_fields();
+    c.values();
+    c.plan_io();
+    c.delegates();
+    c.instructions();
+    c.out
+}
+
+/// Violations of every method of the program.
+pub fn check_program(loaded: &LoadedProgram<'_>) -> Vec<CheckError> {
+    (0..loaded.program.plans().len()).flat_map(|i| check_method(loaded, i)).collect()
+}

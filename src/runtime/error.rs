@@ -1,0 +1,89 @@
+//! ExecuTorch error codes and the typed init-time check failures that map onto them.
+
+use serde::Serialize;
+use thiserror::Error;
+
+/// `executorch::runtime::Error` values (semantics.md B.9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[allow(missing_docs)]
+pub enum ErrorCode {
+    Internal = 0x01,
+    InvalidState = 0x02,
+    EndOfMethod = 0x03,
+    NotSupported = 0x10,
+    NotImplemented = 0x11,
+    InvalidArgument = 0x12,
+    InvalidType = 0x13,
+    OperatorMissing = 0x14,
+    NotFound = 0x20,
+    MemoryAllocationFailed = 0x21,
+    AccessFailed = 0x22,
+    InvalidProgram = 0x23,
+    InvalidExternalData = 0x24,
+    OutOfResources = 0x25,
+    DelegateInvalidCompatibility = 0x30,
+    DelegateMemoryAllocationFailed = 0x31,
+    DelegateInvalidHandle = 0x32,
+}
+
+/// Where in a method a check failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Site {
+    /// Chain index.
+    pub chain: usize,
+    /// Instruction index in the chain.
+    pub instruction: usize,
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "chains[{}].instructions[{}]", self.chain, self.instruction)
+    }
+}
+
+/// One violation found by the init-time checks; every variant names the method and place.
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize)]
+#[allow(missing_docs)]
+pub enum CheckError {
+    #[error("method {method}: required field `{field}` is absent")]
+    MissingField { method: String, field: &'static str },
+    #[error("method {method}: {field} = {index} at {site} is out of range ({count} values)")]
+    ValueIndex { method: String, site: Site, field: &'static str, index: i64, count: usize },
+    #[error("method {method}: DelegateCall at {site} names delegate {index} but the method has {count}")]
+    DelegateIndex { method: String, site: Site, index: i32, count: usize },
+    #[error("method {method}: KernelCall at {site} names operator {index} but the method has {count}")]
+    OpIndex { method: String, site: Site, index: i32, count: usize },
+    #[error("method {method}: operators[{op_index}] `{name}` has no kernel")]
+    UnknownOperator { method: String, op_index: usize, name: String },
+    #[error("method {method}: KernelCall at {site} passes {found} args to `{op}`, which takes {expected}")]
+    Arity { method: String, site: Site, op: String, expected: usize, found: usize },
+    #[error("method {method}: JumpFalseCall at {site} jumps to {destination}, outside the chain's {len} instructions")]
+    JumpDestination { method: String, site: Site, destination: i32, len: usize },
+    #[error("method {method}: {which}[{position}] = {index} is out of range ({count} values)")]
+    PlanIo { method: String, which: &'static str, position: usize, index: i32, count: usize },
+    #[error("method {method}: {which}[{position}] names values[{index}], a {kind}, not a tensor or scalar")]
+    PlanIoKind { method: String, which: &'static str, position: usize, index: i32, kind: &'static str },
+    #[error("method {method}: values[{value}]: {what}")]
+    Tensor { method: String, value: usize, what: String, code: ErrorCode },
+    #[error("method {method}: values[{value}].items[{item}] = {index}: {what}")]
+    ListItem { method: String, value: usize, item: usize, index: i64, what: &'static str, code: ErrorCode },
+    #[error("method {method}: delegates[{delegate}] declares scratch but is called from {sites} call sites")]
+    ScratchShared { method: String, delegate: usize, sites: usize },
+    #[error("method {method}: delegates[{delegate}] {what}")]
+    Delegate { method: String, delegate: usize, what: String },
+    #[error("method {method}: chain {chain} has no `instructions`")]
+    MissingInstructions { method: String, chain: usize },
+    #[error("method {method}: {what} at {site} has no `args`")]
+    MissingArgs { method: String, site: Site, what: &'static str },
+}
+
+impl CheckError {
+    /// The ExecuTorch error code this violation maps to.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CheckError::UnknownOperator { .. } => ErrorCode::OperatorMissing,
+            CheckError::Tensor { code, .. } | CheckError::ListItem { code, .. } => *code,
+            _ => ErrorCode::InvalidProgram,
+        }
+    }
+}

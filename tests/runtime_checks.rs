@@ -1,0 +1,237 @@
+//! Init-time checks (issue C point 2, in progress): real programs pass; each bad-program class is
+//! rejected with its typed error and ExecuTorch code.
+
+use ptecheck::format;
+use ptecheck::program::*;
+use ptecheck::runtime::{check_method, check_program, CheckError, ErrorCode, ScratchSpec, SCRATCH_KEY};
+
+fn real(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/corpus/real/{name}.pte", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
+}
+
+const CORPUS: [&str; 17] = [
+    "cond_cpu",
+    "cpu_add_mul",
+    "cpu_dynamic_batch",
+    "cpu_int_bool_dtypes",
+    "cpu_linear_relu",
+    "demo_backend_whole_module",
+    "demo_repeated_call_3x",
+    "legacy_et021_inline_constants",
+    "map_cpu",
+    "multi_method_cpu_shared_weights",
+    "xnn_delegate_inline",
+    "xnn_dynamic_batch",
+    "xnn_identical_blobs_dedup",
+    "xnn_lowered_in_map_loop",
+    "xnn_repeated_call_3x",
+    "xnn_single_partition",
+    "xnn_two_partitions_graph_break",
+];
+
+#[test]
+fn every_real_program_passes_the_init_checks() {
+    for name in CORPUS {
+        let d = real(name);
+        let loaded = format::load(&d).expect("loads");
+        assert_eq!(check_program(&loaded), vec![], "{name}");
+    }
+}
+
+/// Loads a real file, lets `edit` corrupt its first plan, re-encodes, and checks it.
+fn corrupt(name: &str, edit: impl FnOnce(&mut ExecutionPlan)) -> Vec<CheckError> {
+    let d = real(name);
+    let loaded = format::load(&d).expect("loads");
+    let mut program = loaded.program.clone();
+    edit(&mut program.execution_plan.as_mut().expect("plans")[0]);
+    let bytes = format::write(&program, &loaded.segments, &format::WriteOptions::default()).expect("writes");
+    let again = format::load(&bytes).expect("still loads: the corruption is method-level");
+    check_method(&again, 0)
+}
+
+fn instrs(p: &mut ExecutionPlan) -> &mut Vec<Instruction> {
+    p.chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instructions")
+}
+
+fn first(errs: Vec<CheckError>) -> CheckError {
+    assert!(!errs.is_empty(), "expected a violation");
+    errs.into_iter().next().expect("one")
+}
+
+#[test]
+fn delegate_index_out_of_range_sh9() {
+    let e = first(corrupt("xnn_repeated_call_3x", |p| {
+        if let Instruction::DelegateCall(d) = &mut instrs(p)[1] {
+            d.delegate_index = 3;
+        }
+    }));
+    assert!(matches!(e, CheckError::DelegateIndex { index: 3, count: 3, .. }), "{e}");
+    assert_eq!(e.code(), ErrorCode::InvalidProgram);
+}
+
+#[test]
+fn op_index_out_of_range_is_not_masked_by_a_later_lookup_q1() {
+    let e = first(corrupt("cpu_add_mul", |p| {
+        if let Instruction::KernelCall(k) = &mut instrs(p)[0] {
+            k.op_index = 7;
+        }
+    }));
+    assert!(matches!(e, CheckError::OpIndex { index: 7, count: 2, .. }), "{e}");
+}
+
+#[test]
+fn unknown_operator_is_operator_missing() {
+    let e = first(corrupt("cpu_add_mul", |p| p.operators.as_mut().expect("ops")[1].name = Some("aten::nope".into())));
+    assert!(matches!(&e, CheckError::UnknownOperator { op_index: 1, name, .. } if name == "aten::nope.out"), "{e}");
+    assert_eq!(e.code(), ErrorCode::OperatorMissing);
+}
+
+#[test]
+fn kernel_arity_mismatch_cve_2025_54950() {
+    let e = first(corrupt("cpu_add_mul", |p| {
+        if let Instruction::KernelCall(k) = &mut instrs(p)[0] {
+            k.args.as_mut().expect("args").pop();
+        }
+    }));
+    assert!(matches!(e, CheckError::Arity { expected: 5, found: 4, .. }), "{e}");
+}
+
+#[test]
+fn value_index_out_of_range() {
+    let e = first(corrupt("cpu_add_mul", |p| {
+        if let Instruction::KernelCall(k) = &mut instrs(p)[1] {
+            k.args.as_mut().expect("args")[0] = -1;
+        }
+    }));
+    assert!(matches!(e, CheckError::ValueIndex { index: -1, field: "KernelCall.args", .. }), "{e}");
+}
+
+#[test]
+fn jump_destination_outside_the_chain() {
+    let e = first(corrupt("cond_cpu", |p| {
+        let n = instrs(p).len() as i32;
+        for i in instrs(p).iter_mut() {
+            if let Instruction::JumpFalseCall(j) = i {
+                j.destination_instruction = n + 1;
+                break;
+            }
+        }
+    }));
+    assert!(matches!(e, CheckError::JumpDestination { .. }), "{e}");
+}
+
+#[test]
+fn plan_input_out_of_range() {
+    let e = first(corrupt("cpu_add_mul", |p| p.inputs = Some(vec![0, 99])));
+    assert!(matches!(e, CheckError::PlanIo { which: "inputs", position: 1, index: 99, .. }), "{e}");
+}
+
+fn first_tensor(p: &mut ExecutionPlan) -> &mut Tensor {
+    p.values
+        .as_mut()
+        .expect("values")
+        .iter_mut()
+        .find_map(|v| match v {
+            EValue::Tensor(t) => Some(t),
+            _ => None,
+        })
+        .expect("a tensor")
+}
+
+#[test]
+fn tensor_rank_above_16_cve_2025_54951() {
+    let e = first(corrupt("cpu_add_mul", |p| {
+        let t = first_tensor(p);
+        t.sizes = Some(vec![1; 17]);
+        t.dim_order = Some((0..17).collect());
+    }));
+    assert!(matches!(&e, CheckError::Tensor { what, .. } if what.contains("rank 17")), "{e}");
+}
+
+#[test]
+fn size_product_overflow_cve_2025_30404() {
+    let e = first(corrupt("cpu_add_mul", |p| first_tensor(p).sizes = Some(vec![i32::MAX, i32::MAX, i32::MAX])));
+    assert!(
+        matches!(&e, CheckError::Tensor { what, .. } if what.contains("rank") || what.contains("overflows")),
+        "{e}"
+    );
+}
+
+#[test]
+fn planned_memory_offset_overflow_cve_2025_30405() {
+    let e = first(corrupt("cpu_add_mul", |p| {
+        let a = first_tensor(p).allocation_info.as_mut().expect("planned");
+        a.memory_offset_low = u32::MAX;
+        a.memory_offset_high = u32::MAX;
+    }));
+    assert_eq!(e.code(), ErrorCode::MemoryAllocationFailed, "{e}");
+}
+
+#[test]
+fn planned_arena_id_out_of_range() {
+    let e = first(corrupt("cpu_add_mul", |p| first_tensor(p).allocation_info.as_mut().expect("planned").memory_id = 9));
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+}
+
+#[test]
+fn tensor_list_forward_reference_q3() {
+    let e = first(corrupt("cpu_add_mul", |p| {
+        let vals = p.values.as_mut().expect("values");
+        vals.insert(0, EValue::TensorList(Some(vec![1])));
+        // shift every index by one so the rest of the method stays valid
+        for i in p.inputs.iter_mut().chain(p.outputs.iter_mut()).flatten() {
+            *i += 1;
+        }
+        for ins in instrs(p) {
+            if let Instruction::KernelCall(k) = ins {
+                for a in k.args.iter_mut().flatten() {
+                    *a += 1;
+                }
+            }
+        }
+    }));
+    assert!(matches!(e, CheckError::ListItem { value: 0, item: 0, index: 1, .. }), "{e}");
+}
+
+#[test]
+fn delegate_without_id_or_processed() {
+    let errs = corrupt("xnn_single_partition", |p| {
+        let d = &mut p.delegates.as_mut().expect("delegates")[0];
+        d.id = None;
+        d.processed = None;
+    });
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs.iter().all(|e| matches!(e, CheckError::Delegate { delegate: 0, .. })));
+}
+
+fn scratch_spec(nbytes: u64) -> CompileSpec {
+    CompileSpec::new(SCRATCH_KEY, ptecheck::runtime::check::encode_scratch(&[ScratchSpec { nbytes, mem_id: -1 }]))
+}
+
+#[test]
+fn scratch_delegate_with_two_call_sites_sh10() {
+    let errs = corrupt("xnn_repeated_call_3x", |p| {
+        p.delegates.as_mut().expect("delegates")[0].compile_specs = Some(vec![scratch_spec(64)]);
+        if let Instruction::DelegateCall(d) = &mut instrs(p)[1] {
+            d.delegate_index = 0;
+        }
+    });
+    assert!(matches!(first(errs), CheckError::ScratchShared { delegate: 0, sites: 2, .. }));
+}
+
+#[test]
+fn scratch_delegate_with_one_call_site_is_fine_p5() {
+    let errs = corrupt("xnn_repeated_call_3x", |p| {
+        p.delegates.as_mut().expect("delegates")[0].compile_specs = Some(vec![scratch_spec(64)]);
+    });
+    assert_eq!(errs, vec![]);
+}
+
+#[test]
+fn malformed_scratch_entry_p2() {
+    let e = first(corrupt("xnn_single_partition", |p| {
+        p.delegates.as_mut().expect("delegates")[0].compile_specs =
+            Some(vec![CompileSpec::new(SCRATCH_KEY, vec![2, 0, 0, 0, 1])]);
+    }));
+    assert!(matches!(&e, CheckError::Delegate { what, .. } if what.contains("malformed")), "{e}");
+}
