@@ -5,6 +5,7 @@
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use ptecheck::format::{self, Layout, WriteOptions};
 use ptecheck::program::*;
 
@@ -241,9 +242,11 @@ fn program() -> impl Strategy<Value = (Program, Vec<Vec<u8>>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128)
-    ))]
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/format_roundtrip.txt"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn write_load_is_identity_and_write_is_idempotent((program, seg_data) in program(), flatc in any::<bool>()) {
