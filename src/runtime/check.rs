@@ -233,7 +233,12 @@ impl Checker<'_, '_> {
                 EValue::IntList(None) => self.out.push(missing("IntList")),
                 EValue::IntList(Some(items)) => {
                     if items.len().checked_mul(8).is_none() {
-                        self.out.push(missing("IntList"));
+                        self.out.push(CheckError::Tensor {
+                            method: method.clone(),
+                            value: i,
+                            what: format!("IntList count {} × 8 bytes overflows", items.len()),
+                            code: ErrorCode::InvalidProgram,
+                        });
                     }
                     for (k, &x) in items.iter().enumerate() {
                         if x < 0 || x as u64 >= values.len() as u64 {
