@@ -53,6 +53,22 @@ fn instrs(p: &mut ExecutionPlan) -> &mut Vec<Instruction> {
     p.chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instructions")
 }
 
+/// Instruction `i` of the first chain, which must be a KernelCall.
+fn kernel(p: &mut ExecutionPlan, i: usize) -> &mut KernelCall {
+    match &mut instrs(p)[i] {
+        Instruction::KernelCall(k) => k,
+        other => panic!("instruction {i} is {}", other.kind()),
+    }
+}
+
+/// Instruction `i` of the first chain, which must be a DelegateCall.
+fn delegate_call(p: &mut ExecutionPlan, i: usize) -> &mut DelegateCall {
+    match &mut instrs(p)[i] {
+        Instruction::DelegateCall(d) => d,
+        other => panic!("instruction {i} is {}", other.kind()),
+    }
+}
+
 fn first(errs: Vec<CheckError>) -> CheckError {
     assert!(!errs.is_empty(), "expected a violation");
     errs.into_iter().next().expect("one")
@@ -60,22 +76,14 @@ fn first(errs: Vec<CheckError>) -> CheckError {
 
 #[test]
 fn delegate_index_out_of_range_sh9() {
-    let e = first(corrupt("xnn_repeated_call_3x", |p| {
-        if let Instruction::DelegateCall(d) = &mut instrs(p)[1] {
-            d.delegate_index = 3;
-        }
-    }));
+    let e = first(corrupt("xnn_repeated_call_3x", |p| delegate_call(p, 1).delegate_index = 3));
     assert!(matches!(e, CheckError::DelegateIndex { index: 3, count: 3, .. }), "{e}");
     assert_eq!(e.code(), ErrorCode::InvalidProgram);
 }
 
 #[test]
 fn op_index_out_of_range_is_not_masked_by_a_later_lookup_q1() {
-    let e = first(corrupt("cpu_add_mul", |p| {
-        if let Instruction::KernelCall(k) = &mut instrs(p)[0] {
-            k.op_index = 7;
-        }
-    }));
+    let e = first(corrupt("cpu_add_mul", |p| kernel(p, 0).op_index = 7));
     assert!(matches!(e, CheckError::OpIndex { index: 7, count: 2, .. }), "{e}");
 }
 
@@ -89,20 +97,14 @@ fn unknown_operator_is_operator_missing() {
 #[test]
 fn kernel_arity_mismatch_cve_2025_54950() {
     let e = first(corrupt("cpu_add_mul", |p| {
-        if let Instruction::KernelCall(k) = &mut instrs(p)[0] {
-            k.args.as_mut().expect("args").pop();
-        }
+        kernel(p, 0).args.as_mut().expect("args").pop();
     }));
     assert!(matches!(e, CheckError::Arity { expected: 5, found: 4, .. }), "{e}");
 }
 
 #[test]
 fn value_index_out_of_range() {
-    let e = first(corrupt("cpu_add_mul", |p| {
-        if let Instruction::KernelCall(k) = &mut instrs(p)[1] {
-            k.args.as_mut().expect("args")[0] = -1;
-        }
-    }));
+    let e = first(corrupt("cpu_add_mul", |p| kernel(p, 1).args.as_mut().expect("args")[0] = -1));
     assert!(matches!(e, CheckError::ValueIndex { index: -1, field: "KernelCall.args", .. }), "{e}");
 }
 
@@ -212,9 +214,7 @@ fn scratch_spec(nbytes: u64) -> CompileSpec {
 fn scratch_delegate_with_two_call_sites_sh10() {
     let errs = corrupt("xnn_repeated_call_3x", |p| {
         p.delegates.as_mut().expect("delegates")[0].compile_specs = Some(vec![scratch_spec(64)]);
-        if let Instruction::DelegateCall(d) = &mut instrs(p)[1] {
-            d.delegate_index = 0;
-        }
+        delegate_call(p, 1).delegate_index = 0;
     });
     assert!(matches!(first(errs), CheckError::ScratchShared { delegate: 0, sites: 2, .. }));
 }
