@@ -16,3 +16,6 @@ pub mod inspect;
 
 #[forbid(unsafe_code)]
 pub mod runtime;
+
+#[forbid(unsafe_code)]
+pub mod backends;

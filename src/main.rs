@@ -27,6 +27,37 @@ enum Command {
         #[arg(long)]
         dot: bool,
     },
+    /// Run a method: prints outputs in the corpus tensor encoding. Without --inputs, every input
+    /// is zero-filled at its declared shape. Exit 0 ok, 1 run failed or mismatched, 2 rejected
+    /// file or bad arguments, 3 a backend is not available here.
+    Run {
+        /// Program to run (`-` = stdin).
+        file: PathBuf,
+        /// Method name (default: every method, or `forward` with --inputs).
+        #[arg(long)]
+        method: Option<String>,
+        /// Inputs: a JSON array of values in the corpus encoding.
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+        /// External data file (.ptd) for EXTERNAL tensors.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Runtime option BACKEND.KEY=VALUE (repeatable).
+        #[arg(long = "option")]
+        options: Vec<String>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Print delegate init/execute/destroy counts.
+        #[arg(long)]
+        trace: bool,
+        /// Run every recorded run of NAME.io.json and compare.
+        #[arg(long)]
+        expect: Option<PathBuf>,
+        /// Instruction budget per execute.
+        #[arg(long, default_value_t = ptecheck::runtime::DEFAULT_INSTRUCTION_BUDGET)]
+        budget: u64,
+    },
     /// Load FILE and run every init-time check without executing; print each violation.
     Check {
         /// File to check (`-` = stdin).
@@ -123,10 +154,187 @@ fn check(path: &PathBuf) -> ExitCode {
     }
 }
 
+struct RunArgs {
+    file: PathBuf,
+    method: Option<String>,
+    inputs: Option<PathBuf>,
+    data: Option<PathBuf>,
+    options: Vec<String>,
+    json: bool,
+    trace: bool,
+    expect: Option<PathBuf>,
+    budget: u64,
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(code)
+}
+
+fn run(a: RunArgs) -> ExitCode {
+    use ptecheck::runtime::{io, HostValue, RuntimeError, Trace};
+    use serde_json::json;
+    let bytes = match read_input(&a.file) {
+        Ok(b) => b,
+        Err(e) => return fail(2, e),
+    };
+    let loaded = match ptecheck::format::load(&bytes) {
+        Ok(l) => l,
+        Err(e) => return fail(2, e),
+    };
+    let ptd_bytes = match a.data.as_ref().map(read_input).transpose() {
+        Ok(b) => b,
+        Err(e) => return fail(2, e),
+    };
+    let ptd = match ptd_bytes.as_deref().map(ptecheck::format::load_ptd).transpose() {
+        Ok(p) => p,
+        Err(e) => return fail(2, format!("{e} (--data)")),
+    };
+    let mut rt = ptecheck::backends::default_runtime();
+    rt.instruction_budget = a.budget;
+    for o in &a.options {
+        if let Err(e) = rt.options.parse_and_set(o) {
+            return fail(2, e);
+        }
+    }
+    let trace = Trace::default();
+    if let Some(path) = &a.expect {
+        let doc: serde_json::Value = match read_input(path)
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())))
+        {
+            Ok(d) => d,
+            Err(e) => return fail(2, e),
+        };
+        let outcomes = match io::run_expect(&loaded, &rt, &doc, &trace) {
+            Ok(o) => o,
+            Err(e) => return fail(2, e),
+        };
+        let all_ok = outcomes.iter().all(|o| o.ok);
+        let unavailable = !all_ok && outcomes.iter().all(|o| o.ok || o.backend_unavailable);
+        let worst = outcomes.iter().filter_map(|o| o.max_ulps).max();
+        if a.json {
+            let summary = a.trace.then(|| trace.summary());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &json!({"runs": outcomes, "all_ok": all_ok, "max_ulps": worst, "trace": summary})
+                )
+                .unwrap_or_default()
+            );
+        } else {
+            for o in &outcomes {
+                let status = if o.ok {
+                    "ok"
+                } else if o.backend_unavailable {
+                    "backend not available"
+                } else {
+                    "MISMATCH"
+                };
+                println!(
+                    "{} run {} vs {}: {status} (max gap {} ulp, allowed {}){}",
+                    o.method,
+                    o.run,
+                    o.against,
+                    o.max_ulps.map_or("-".into(), |u| u.to_string()),
+                    o.tolerance_ulps,
+                    o.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
+                );
+            }
+            println!("largest ulp gap: {}", worst.map_or("-".into(), |u| u.to_string()));
+            if a.trace {
+                print_trace(&trace);
+            }
+        }
+        return if all_ok {
+            ExitCode::SUCCESS
+        } else if unavailable {
+            ExitCode::from(3)
+        } else {
+            ExitCode::from(1)
+        };
+    }
+    let given: Option<Vec<HostValue>> = match &a.inputs {
+        None => None,
+        Some(p) => {
+            let parsed = read_input(p).and_then(|b| {
+                serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| format!("{}: {e}", p.display()))
+            });
+            match parsed.map(|v| io::list_from_json(v.get("inputs").unwrap_or(&v), "$")) {
+                Ok(Ok(v)) => Some(v),
+                Ok(Err(e)) => return fail(2, format!("{e} ({})", p.display())),
+                Err(e) => return fail(2, e),
+            }
+        }
+    };
+    let methods: Vec<String> = match &a.method {
+        Some(m) => vec![m.clone()],
+        None if given.is_some() => vec!["forward".into()],
+        None => loaded.program.plans().iter().map(|p| p.name_str().to_string()).collect(),
+    };
+    let mut results = serde_json::Map::new();
+    let mut status = ExitCode::SUCCESS;
+    for name in &methods {
+        let outcome = (|| -> Result<Vec<HostValue>, RuntimeError> {
+            let mut m = rt.load_method(&loaded, name, ptd.as_ref(), &trace)?;
+            for i in 0..m.num_inputs() {
+                let v = match &given {
+                    Some(g) => g.get(i).cloned().unwrap_or(HostValue::None),
+                    None => m.input_template(i).unwrap_or(HostValue::None),
+                };
+                m.set_input(i, &v)?;
+            }
+            m.execute()?;
+            m.outputs()
+        })();
+        match outcome {
+            Ok(outs) => {
+                let enc: Vec<serde_json::Value> = outs.iter().map(io::to_json).collect();
+                if !a.json {
+                    println!("{name}: {}", serde_json::to_string(&enc).unwrap_or_default());
+                }
+                results.insert(name.clone(), json!({"outputs": enc}));
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                results.insert(name.clone(), json!({"error": e.to_string(), "code": format!("{:?}", e.code())}));
+                status = if matches!(e, RuntimeError::BackendNotAvailable { .. }) {
+                    ExitCode::from(3)
+                } else {
+                    ExitCode::from(1)
+                };
+            }
+        }
+    }
+    if a.json {
+        let summary = a.trace.then(|| trace.summary());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"methods": results, "trace": summary})).unwrap_or_default()
+        );
+    } else if a.trace {
+        print_trace(&trace);
+    }
+    status
+}
+
+fn print_trace(trace: &ptecheck::runtime::Trace) {
+    let s = trace.summary();
+    println!(
+        "trace: {} init, {} init failed, {} execute, {} destroy, {} live, peak handle bytes {}",
+        s.inits, s.init_failures, s.executes, s.destroys, s.live_handles, s.peak_handle_bytes
+    );
+    for (site, n) in &s.executes_per_site {
+        println!("  executes at {site}: {n}");
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect { files, json, dot } => inspect(files, json, dot),
         Command::Check { file } => check(&file),
+        Command::Run { file, method, inputs, data, options, json, trace, expect, budget } => {
+            run(RunArgs { file, method, inputs, data, options, json, trace, expect, budget })
+        }
     }
 }

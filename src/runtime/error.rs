@@ -87,3 +87,125 @@ impl CheckError {
         }
     }
 }
+
+/// Why loading or running a method failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RuntimeError {
+    /// No method of that name.
+    #[error("no method named `{0}`")]
+    MethodNotFound(String),
+    /// An init-time check failed (the first violation).
+    #[error("{0}")]
+    Check(CheckError),
+    /// A value could not be materialised.
+    #[error("method {method}: values[{value}]: {detail}")]
+    Value {
+        /// Method.
+        method: String,
+        /// Value index.
+        value: usize,
+        /// What.
+        detail: String,
+        /// Code.
+        code: ErrorCode,
+    },
+    /// The delegate's backend is not registered or not available.
+    #[error("method {method}: delegates[{delegate}]: backend `{backend}` is not available (not registered)")]
+    BackendNotAvailable {
+        /// Method.
+        method: String,
+        /// Delegate index.
+        delegate: usize,
+        /// Backend id.
+        backend: String,
+    },
+    /// A backend's `init` failed.
+    #[error("method {method}: delegates[{delegate}] ({backend}) init failed: {detail}")]
+    InitFailed {
+        /// Method.
+        method: String,
+        /// Delegate index.
+        delegate: usize,
+        /// Backend id.
+        backend: String,
+        /// Code.
+        code: ErrorCode,
+        /// What.
+        detail: String,
+    },
+    /// A kernel failed.
+    #[error("method {method}: {site} `{op}` failed: {detail}")]
+    Kernel {
+        /// Method.
+        method: String,
+        /// Where.
+        site: Site,
+        /// Operator.
+        op: String,
+        /// Code.
+        code: ErrorCode,
+        /// What.
+        detail: String,
+    },
+    /// A delegate's `execute` failed.
+    #[error("method {method}: {site} delegate {delegate} failed: {detail}")]
+    Delegate {
+        /// Method.
+        method: String,
+        /// Where.
+        site: Site,
+        /// Delegate index.
+        delegate: usize,
+        /// Code.
+        code: ErrorCode,
+        /// What.
+        detail: String,
+    },
+    /// Control-flow or value-kind error while executing.
+    #[error("method {method}: {site}: {detail}")]
+    Execute {
+        /// Method.
+        method: String,
+        /// Where.
+        site: Site,
+        /// Code.
+        code: ErrorCode,
+        /// What.
+        detail: String,
+    },
+    /// The instruction budget ran out (a non-terminating program).
+    #[error("method {method}: executed {budget} instructions without finishing")]
+    BudgetExceeded {
+        /// Method.
+        method: String,
+        /// The budget.
+        budget: u64,
+    },
+    /// A bad input.
+    #[error("method {method}: input {index}: {detail}")]
+    Input {
+        /// Method.
+        method: String,
+        /// Input position.
+        index: usize,
+        /// What.
+        detail: String,
+    },
+}
+
+impl RuntimeError {
+    /// The ExecuTorch code of this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RuntimeError::MethodNotFound(_) | RuntimeError::Input { .. } => ErrorCode::InvalidArgument,
+            RuntimeError::Check(c) => c.code(),
+            RuntimeError::BackendNotAvailable { .. } => ErrorCode::NotFound,
+            RuntimeError::BudgetExceeded { .. } => ErrorCode::InvalidProgram,
+            RuntimeError::Value { code, .. }
+            | RuntimeError::InitFailed { code, .. }
+            | RuntimeError::Kernel { code, .. }
+            | RuntimeError::Delegate { code, .. }
+            | RuntimeError::Execute { code, .. } => *code,
+        }
+    }
+}

@@ -1,12 +1,27 @@
-//! Reference runtime (issue C, in progress): today the init-time structural checks that run
-//! before any backend `init()`, and the operator table they resolve against.
+//! Reference runtime: `Method::init` with every load-time check before any backend call,
+//! execution of the five instruction kinds on CPU kernels and delegates, and a delegate
+//! lifecycle (init once per BackendDelegate, destroy exactly once) recorded in a trace.
 //!
-//! Owns: method-level validity (what `Method::init` must reject) and, later, execution and the
-//! delegate lifecycle. Reads `format::LoadedProgram`; may not touch bytes or emission.
+//! Owns: method-level validity, values and memory at run time, kernels, the backend interface.
+//! Reads `format::LoadedProgram`; may not touch bytes or emission. Test backends live in
+//! `crate::backends`.
 
+pub mod backend;
 pub mod check;
 pub mod error;
+pub mod frame;
+pub mod io;
+pub mod kernels;
+pub mod method;
 pub mod ops;
+pub mod value;
 
+pub use backend::{
+    Backend, BackendHandle, BackendOptions, BackendRegistry, DelegateArgs, InitContext, OptionValue, RuntimeOptions,
+    Trace, TraceEvent, TraceSummary,
+};
 pub use check::{check_method, check_program, parse_scratch, ScratchSpec, SCRATCH_KEY};
-pub use error::{CheckError, ErrorCode, Site};
+pub use error::{CheckError, ErrorCode, RuntimeError, Site};
+pub use frame::{Frame, OpError};
+pub use method::{Method, Runtime, DEFAULT_INSTRUCTION_BUDGET};
+pub use value::{HostTensor, HostValue};

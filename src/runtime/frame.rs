@@ -1,0 +1,263 @@
+//! The state one method executes on: value slots, the tensor table, planned arenas and the
+//! program's constant buffers, with the typed accessors kernels and delegates use.
+
+use super::error::ErrorCode;
+use super::value::*;
+use crate::program::{ScalarType, TensorShapeDynamism};
+use thiserror::Error;
+
+/// A kernel or delegate failure: an ExecuTorch code and what went wrong.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{detail}")]
+pub struct OpError {
+    /// ExecuTorch error code.
+    pub code: ErrorCode,
+    /// What went wrong, naming the argument.
+    pub detail: String,
+}
+
+impl OpError {
+    /// A new error.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        OpError { code, detail: detail.into() }
+    }
+}
+
+/// Result of a kernel or accessor.
+pub type OpResult<T> = Result<T, OpError>;
+
+fn bad(detail: impl Into<String>) -> OpError {
+    OpError::new(ErrorCode::InvalidArgument, detail)
+}
+
+/// Value slots, tensors and memory of one method.
+#[derive(Debug)]
+pub struct Frame<'a> {
+    /// Value slots.
+    pub values: Vec<Value>,
+    /// Tensor objects.
+    pub tensors: Vec<TensorImpl>,
+    /// Planned arenas (index = memory_id - 1).
+    pub arenas: Vec<Vec<u8>>,
+    /// Constant buffers of the program (index 0 reserved).
+    pub constants: Vec<&'a [u8]>,
+}
+
+impl Frame<'_> {
+    /// The tensor object in value slot `v`.
+    pub fn tensor_id(&self, v: usize) -> OpResult<usize> {
+        match self.values.get(v) {
+            Some(Value::Tensor(t)) => Ok(*t),
+            Some(other) => {
+                Err(OpError::new(ErrorCode::InvalidType, format!("values[{v}] is {}, not a tensor", other.kind())))
+            }
+            None => Err(bad(format!("value index {v} out of range"))),
+        }
+    }
+
+    /// The tensor in value slot `v`.
+    pub fn tensor(&self, v: usize) -> OpResult<&TensorImpl> {
+        let t = self.tensor_id(v)?;
+        Ok(&self.tensors[t])
+    }
+
+    /// The current bytes of the tensor in slot `v`.
+    pub fn bytes(&self, v: usize) -> OpResult<&[u8]> {
+        let t = self.tensor(v)?;
+        let n = t.nbytes();
+        let data: &[u8] = match &t.storage {
+            Storage::Arena { arena, offset, .. } => {
+                self.arenas.get(*arena).and_then(|a| a.get(*offset..offset + n)).ok_or_else(|| {
+                    OpError::new(ErrorCode::MemoryAllocationFailed, format!("values[{v}] does not fit its arena"))
+                })?
+            }
+            Storage::Constant(k) => self.constants.get(*k).and_then(|c| c.get(..n)).ok_or_else(|| {
+                OpError::new(ErrorCode::InvalidArgument, format!("values[{v}] constant {k} too small"))
+            })?,
+            Storage::Owned(b) => b.get(..n).ok_or_else(|| bad(format!("values[{v}] owned buffer too small")))?,
+            Storage::Null => return Err(OpError::new(ErrorCode::InvalidState, format!("values[{v}] has no data"))),
+        };
+        Ok(data)
+    }
+
+    /// Writes `data` (exactly the current nbytes) into the tensor of slot `v`.
+    pub fn write_bytes(&mut self, v: usize, data: &[u8]) -> OpResult<()> {
+        let tid = self.tensor_id(v)?;
+        let t = &mut self.tensors[tid];
+        let n = t.nbytes();
+        if data.len() != n {
+            return Err(OpError::new(
+                ErrorCode::Internal,
+                format!("values[{v}]: writing {} bytes into {n}", data.len()),
+            ));
+        }
+        let dst: &mut [u8] = match &mut t.storage {
+            Storage::Arena { arena, offset, .. } => {
+                let (a, o) = (*arena, *offset);
+                self.arenas.get_mut(a).and_then(|buf| buf.get_mut(o..o + n)).ok_or_else(|| {
+                    OpError::new(ErrorCode::MemoryAllocationFailed, format!("values[{v}] does not fit its arena"))
+                })?
+            }
+            Storage::Owned(b) => {
+                if b.len() < n {
+                    b.resize(n, 0);
+                }
+                &mut b[..n]
+            }
+            Storage::Null => {
+                t.storage = Storage::Owned(vec![0; n]);
+                match &mut t.storage {
+                    Storage::Owned(b) => &mut b[..],
+                    _ => return Err(OpError::new(ErrorCode::Internal, "storage")),
+                }
+            }
+            Storage::Constant(k) => {
+                return Err(OpError::new(
+                    ErrorCode::InvalidState,
+                    format!("values[{v}] is constant buffer {k}; not writable"),
+                ))
+            }
+        };
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Sizes of the tensor in slot `v`.
+    pub fn sizes(&self, v: usize) -> OpResult<Vec<usize>> {
+        Ok(self.tensor(v)?.sizes.clone())
+    }
+
+    /// Element type of the tensor in slot `v`.
+    pub fn dtype(&self, v: usize) -> OpResult<ScalarType> {
+        Ok(self.tensor(v)?.dtype)
+    }
+
+    /// Elements of the tensor in slot `v` as f64.
+    pub fn read_f64(&self, v: usize) -> OpResult<Vec<f64>> {
+        let dtype = self.dtype(v)?;
+        decode_f64(dtype, self.bytes(v)?)
+            .map_err(|c| OpError::new(c, format!("values[{v}]: dtype {dtype} unsupported")))
+    }
+
+    /// Elements of the tensor in slot `v` as i64.
+    pub fn read_i64(&self, v: usize) -> OpResult<Vec<i64>> {
+        let dtype = self.dtype(v)?;
+        decode_i64(dtype, self.bytes(v)?)
+            .map_err(|c| OpError::new(c, format!("values[{v}]: dtype {dtype} unsupported")))
+    }
+
+    /// Writes f64 values, converted to the tensor's dtype.
+    pub fn write_f64(&mut self, v: usize, values: &[f64]) -> OpResult<()> {
+        let dtype = self.dtype(v)?;
+        let bytes = encode_f64(dtype, values).map_err(|c| OpError::new(c, format!("values[{v}]: dtype {dtype}")))?;
+        self.write_bytes(v, &bytes)
+    }
+
+    /// Writes i64 values, converted to the tensor's dtype.
+    pub fn write_i64(&mut self, v: usize, values: &[i64]) -> OpResult<()> {
+        let dtype = self.dtype(v)?;
+        let bytes = encode_i64(dtype, values).map_err(|c| OpError::new(c, format!("values[{v}]: dtype {dtype}")))?;
+        self.write_bytes(v, &bytes)
+    }
+
+    /// Resizes the tensor of slot `v` as ExecuTorch's `resize_tensor` does: a static tensor
+    /// keeps its shape; a bounded-dynamic one takes any shape of the same rank that fits.
+    pub fn resize(&mut self, v: usize, sizes: &[usize]) -> OpResult<()> {
+        let tid = self.tensor_id(v)?;
+        let t = &mut self.tensors[tid];
+        if t.sizes == sizes {
+            return Ok(());
+        }
+        let elem = t.dtype.element_size().unwrap_or(1);
+        let need = sizes.iter().try_fold(elem, |a, s| a.checked_mul(*s));
+        match (&t.dynamism, &t.storage) {
+            (d, _) if *d == TensorShapeDynamism::STATIC => {
+                return Err(OpError::new(
+                    ErrorCode::NotSupported,
+                    format!("values[{v}] is static {:?}; cannot resize to {sizes:?}", t.sizes),
+                ))
+            }
+            (_, _) if sizes.len() != t.sizes.len() => {
+                return Err(bad(format!("values[{v}]: resize from rank {} to rank {}", t.sizes.len(), sizes.len())))
+            }
+            (_, Storage::Arena { capacity, .. }) => {
+                if need.is_none_or(|n| n > *capacity) {
+                    return Err(bad(format!("values[{v}]: shape {sizes:?} exceeds its {capacity}-byte bound")));
+                }
+            }
+            (_, Storage::Constant(_)) => return Err(bad(format!("values[{v}] is constant; cannot resize"))),
+            _ => {
+                if need.is_none() {
+                    return Err(bad(format!("values[{v}]: shape {sizes:?} overflows")));
+                }
+            }
+        }
+        t.sizes = sizes.to_vec();
+        Ok(())
+    }
+
+    /// The value in slot `v`.
+    pub fn value(&self, v: usize) -> OpResult<&Value> {
+        self.values.get(v).ok_or_else(|| bad(format!("value index {v} out of range")))
+    }
+
+    /// An Int scalar.
+    pub fn int(&self, v: usize) -> OpResult<i64> {
+        match self.value(v)? {
+            Value::Int(i) => Ok(*i),
+            other => Err(OpError::new(ErrorCode::InvalidType, format!("values[{v}] is {}, not Int", other.kind()))),
+        }
+    }
+
+    /// A Bool scalar.
+    pub fn bool(&self, v: usize) -> OpResult<bool> {
+        match self.value(v)? {
+            Value::Bool(b) => Ok(*b),
+            other => Err(OpError::new(ErrorCode::InvalidType, format!("values[{v}] is {}, not Bool", other.kind()))),
+        }
+    }
+
+    /// A numeric scalar (Int, Double or Bool) as f64.
+    pub fn scalar(&self, v: usize) -> OpResult<f64> {
+        match self.value(v)? {
+            Value::Int(i) => Ok(*i as f64),
+            Value::Double(d) => Ok(*d),
+            Value::Bool(b) => Ok(*b as i64 as f64),
+            other => {
+                Err(OpError::new(ErrorCode::InvalidType, format!("values[{v}] is {}, not a scalar", other.kind())))
+            }
+        }
+    }
+
+    /// Sets scalar slot `v`.
+    pub fn set(&mut self, v: usize, value: Value) -> OpResult<()> {
+        let slot = self.values.get_mut(v).ok_or_else(|| bad(format!("value index {v} out of range")))?;
+        *slot = value;
+        Ok(())
+    }
+
+    /// The ints of an IntList (whose items are value indices of Int values).
+    pub fn int_list(&self, v: usize) -> OpResult<Vec<i64>> {
+        match self.value(v)? {
+            Value::IntList(items) => items.iter().map(|i| self.int(*i)).collect(),
+            other => Err(OpError::new(ErrorCode::InvalidType, format!("values[{v}] is {}, not IntList", other.kind()))),
+        }
+    }
+
+    /// A copy of the tensor of slot `v` for the host.
+    pub fn host_tensor(&self, v: usize) -> OpResult<HostTensor> {
+        let t = self.tensor(v)?;
+        Ok(HostTensor { dtype: t.dtype, sizes: t.sizes.clone(), data: self.bytes(v)?.to_vec() })
+    }
+
+    /// A copy of slot `v` for the host.
+    pub fn host_value(&self, v: usize) -> OpResult<HostValue> {
+        Ok(match self.value(v)? {
+            Value::Tensor(_) => HostValue::Tensor(self.host_tensor(v)?),
+            Value::Int(i) => HostValue::Int(*i),
+            Value::Bool(b) => HostValue::Bool(*b),
+            Value::Double(d) => HostValue::Double(*d),
+            _ => HostValue::None,
+        })
+    }
+}

@@ -1,0 +1,611 @@
+//! CPU kernels of the reference runtime, on contiguous f32/f64/i64/i32/bool tensors.
+//!
+//! Each kernel receives the KernelCall's value indices in schema order followed by its outputs
+//! (E12), reads its inputs into owned vectors first (so in-place aliasing of an output with an
+//! input is safe), resizes its output as ExecuTorch's `resize_tensor` does, and writes it.
+//! Float math is done in f64 and rounded once to the output type: exact for add/sub/mul on f32;
+//! sin/cos use f32 libm; reductions may differ from PyTorch's summation order by a few ulp.
+
+use super::error::ErrorCode;
+use super::frame::{Frame, OpError, OpResult};
+use super::value::{is_float, Value};
+use crate::program::ScalarType;
+use std::cmp::Ordering;
+
+/// A kernel: frame and the KernelCall's argument value indices.
+pub type Kernel = fn(&mut Frame<'_>, &[usize]) -> OpResult<()>;
+
+fn bad(detail: impl Into<String>) -> OpError {
+    OpError::new(ErrorCode::InvalidArgument, detail)
+}
+
+fn strides(sizes: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; sizes.len()];
+    for i in (0..sizes.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * sizes[i + 1];
+    }
+    s
+}
+
+/// Numpy-style broadcast of two shapes.
+pub fn broadcast_shape(a: &[usize], b: &[usize]) -> OpResult<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return Err(bad(format!("shapes {a:?} and {b:?} do not broadcast"))),
+        };
+    }
+    Ok(out)
+}
+
+/// For each element of `out` (row-major), the flat index of the broadcast element of `inp`.
+pub(crate) fn broadcast_index(out: &[usize], inp: &[usize]) -> Vec<usize> {
+    let numel: usize = out.iter().product();
+    if inp == out {
+        return (0..numel).collect();
+    }
+    let in_strides = strides(inp);
+    let off = out.len() - inp.len();
+    let mut idx = vec![0usize; out.len()];
+    let mut result = Vec::with_capacity(numel);
+    for _ in 0..numel {
+        let mut flat = 0;
+        for (d, &i) in idx.iter().enumerate().skip(off) {
+            let k = d - off;
+            if inp[k] != 1 {
+                flat += i * in_strides[k];
+            }
+        }
+        result.push(flat);
+        for d in (0..out.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < out[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    result
+}
+
+fn norm_dim(dim: i64, rank: usize) -> OpResult<usize> {
+    let r = rank.max(1) as i64;
+    let d = if dim < 0 { dim + r } else { dim };
+    if d < 0 || d >= r {
+        return Err(bad(format!("dim {dim} out of range for rank {rank}")));
+    }
+    Ok(d as usize)
+}
+
+/// An operand that is a tensor slot or a scalar slot.
+fn operand(f: &Frame<'_>, v: usize) -> OpResult<(Vec<usize>, Vec<f64>, Vec<i64>)> {
+    match f.value(v)? {
+        Value::Tensor(_) => Ok((f.sizes(v)?, f.read_f64(v)?, f.read_i64(v)?)),
+        Value::Int(i) => Ok((vec![], vec![*i as f64], vec![*i])),
+        Value::Bool(b) => Ok((vec![], vec![*b as i64 as f64], vec![*b as i64])),
+        Value::Double(d) => Ok((vec![], vec![*d], vec![*d as i64])),
+        other => Err(OpError::new(
+            ErrorCode::InvalidType,
+            format!("values[{v}] is {}, not a tensor or scalar", other.kind()),
+        )),
+    }
+}
+
+fn binary(
+    f: &mut Frame<'_>,
+    a: usize,
+    b: usize,
+    out: usize,
+    fop: impl Fn(f64, f64) -> f64,
+    iop: impl Fn(i64, i64) -> i64,
+) -> OpResult<()> {
+    let (sa, fa, ia) = operand(f, a)?;
+    let (sb, fb, ib) = operand(f, b)?;
+    let shape = broadcast_shape(&sa, &sb)?;
+    f.resize(out, &shape)?;
+    let (ma, mb) = (broadcast_index(&shape, &sa), broadcast_index(&shape, &sb));
+    let dtype = f.dtype(out)?;
+    if is_float(dtype) {
+        let r: Vec<f64> = ma.iter().zip(&mb).map(|(x, y)| fop(fa[*x], fb[*y])).collect();
+        f.write_f64(out, &r)
+    } else {
+        let r: Vec<i64> = ma.iter().zip(&mb).map(|(x, y)| iop(ia[*x], ib[*y])).collect();
+        f.write_i64(out, &r)
+    }
+}
+
+fn compare(f: &mut Frame<'_>, a: usize, b: usize, out: usize, op: impl Fn(f64, f64) -> bool) -> OpResult<()> {
+    let (sa, fa, _) = operand(f, a)?;
+    let (sb, fb, _) = operand(f, b)?;
+    let shape = broadcast_shape(&sa, &sb)?;
+    f.resize(out, &shape)?;
+    let (ma, mb) = (broadcast_index(&shape, &sa), broadcast_index(&shape, &sb));
+    let r: Vec<i64> = ma.iter().zip(&mb).map(|(x, y)| op(fa[*x], fb[*y]) as i64).collect();
+    f.write_i64(out, &r)
+}
+
+fn unary(f: &mut Frame<'_>, a: usize, out: usize, op: impl Fn(f64, ScalarType) -> f64) -> OpResult<()> {
+    let shape = f.sizes(a)?;
+    let dtype = f.dtype(a)?;
+    let x = f.read_f64(a)?;
+    f.resize(out, &shape)?;
+    let r: Vec<f64> = x.iter().map(|v| op(*v, dtype)).collect();
+    f.write_f64(out, &r)
+}
+
+fn trig(v: f64, dtype: ScalarType, f32op: fn(f32) -> f32, f64op: fn(f64) -> f64) -> f64 {
+    if dtype == ScalarType::DOUBLE {
+        f64op(v)
+    } else {
+        f32op(v as f32) as f64
+    }
+}
+
+fn add(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let alpha = f.scalar(a[2])?;
+    let ialpha = alpha as i64;
+    binary(f, a[0], a[1], a[3], move |x, y| x + alpha * y, move |x, y| x.wrapping_add(ialpha.wrapping_mul(y)))
+}
+
+fn sub(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let alpha = f.scalar(a[2])?;
+    let ialpha = alpha as i64;
+    binary(f, a[0], a[1], a[3], move |x, y| x - alpha * y, move |x, y| x.wrapping_sub(ialpha.wrapping_mul(y)))
+}
+
+fn mul(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    binary(f, a[0], a[1], a[2], |x, y| x * y, |x, y| x.wrapping_mul(y))
+}
+
+fn div(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    binary(f, a[0], a[1], a[2], |x, y| x / y, |x, y| if y == 0 { 0 } else { x.wrapping_div(y) })
+}
+
+fn relu(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    unary(f, a[0], a[1], |v, _| if v > 0.0 || v.is_nan() { v } else { 0.0 })
+}
+
+fn sin(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    unary(f, a[0], a[1], |v, d| trig(v, d, f32::sin, f64::sin))
+}
+
+fn cos(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    unary(f, a[0], a[1], |v, d| trig(v, d, f32::cos, f64::cos))
+}
+
+fn gt(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    compare(f, a[0], a[1], a[2], |x, y| x > y)
+}
+
+/// `out = beta * bias + alpha * (m1 @ m2)`, bias broadcast to `[n, m]` (None = no bias).
+struct Matmul {
+    bias: Option<usize>,
+    m1: usize,
+    m2: usize,
+    /// `m2` is `[m, k]` (linear's weight) rather than `[k, m]`.
+    m2_transposed: bool,
+    beta: f64,
+    alpha: f64,
+    out: usize,
+}
+
+fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
+    let Matmul { bias, m1, m2, m2_transposed, beta, alpha, out } = mm;
+    let s1 = f.sizes(m1)?;
+    let s2 = f.sizes(m2)?;
+    if s1.len() != 2 || s2.len() != 2 {
+        return Err(bad(format!("matmul needs 2-d operands, got {s1:?} and {s2:?}")));
+    }
+    let (n, k) = (s1[0], s1[1]);
+    let (k2, m) = if m2_transposed { (s2[1], s2[0]) } else { (s2[0], s2[1]) };
+    if k != k2 {
+        return Err(bad(format!("matmul inner dimensions differ: {s1:?} and {s2:?}")));
+    }
+    let x = f.read_f64(m1)?;
+    let w = f.read_f64(m2)?;
+    let shape = vec![n, m];
+    let b = match bias {
+        Some(bv) => {
+            let sb = f.sizes(bv)?;
+            let bshape = broadcast_shape(&sb, &shape)?;
+            if bshape != shape {
+                return Err(bad(format!("bias {sb:?} does not broadcast to {shape:?}")));
+            }
+            let map = broadcast_index(&shape, &sb);
+            let vals = f.read_f64(bv)?;
+            map.iter().map(|i| vals[*i]).collect()
+        }
+        None => vec![0.0; n * m],
+    };
+    f.resize(out, &shape)?;
+    let single = f.dtype(out)? == ScalarType::FLOAT;
+    let mut r = vec![0.0; n * m];
+    for i in 0..n {
+        for j in 0..m {
+            let w_at = |p: usize| if m2_transposed { w[j * k + p] } else { w[p * m + j] };
+            r[i * m + j] = if single {
+                // ExecuTorch's portable kernels accumulate in the element type, in k order.
+                let mut acc = 0f32;
+                for p in 0..k {
+                    acc += x[i * k + p] as f32 * w_at(p) as f32;
+                }
+                let scaled = acc * alpha as f32;
+                (if bias.is_some() { scaled + b[i * m + j] as f32 * beta as f32 } else { scaled }) as f64
+            } else {
+                let mut acc = 0.0;
+                for p in 0..k {
+                    acc += x[i * k + p] * w_at(p);
+                }
+                if bias.is_some() {
+                    alpha * acc + beta * b[i * m + j]
+                } else {
+                    alpha * acc
+                }
+            };
+        }
+    }
+    f.write_f64(out, &r)
+}
+
+fn addmm(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let (beta, alpha) = (f.scalar(a[3])?, f.scalar(a[4])?);
+    matmul_into(f, Matmul { bias: Some(a[0]), m1: a[1], m2: a[2], m2_transposed: false, beta, alpha, out: a[5] })
+}
+
+fn mm(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    matmul_into(f, Matmul { bias: None, m1: a[0], m2: a[1], m2_transposed: false, beta: 1.0, alpha: 1.0, out: a[2] })
+}
+
+fn linear(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let bias = match f.value(a[2])? {
+        Value::None => None,
+        _ => Some(a[2]),
+    };
+    matmul_into(f, Matmul { bias, m1: a[0], m2: a[1], m2_transposed: true, beta: 1.0, alpha: 1.0, out: a[3] })
+}
+
+fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let s = f.sizes(a[0])?;
+    let dims: Vec<usize> = f.int_list(a[1])?.into_iter().map(|d| norm_dim(d, s.len())).collect::<OpResult<_>>()?;
+    let mut seen = vec![false; s.len()];
+    if dims.len() != s.len() || dims.iter().any(|d| std::mem::replace(&mut seen[*d], true)) {
+        return Err(bad(format!("permutation {dims:?} invalid for rank {}", s.len())));
+    }
+    let out_shape: Vec<usize> = dims.iter().map(|d| s[*d]).collect();
+    let x = f.read_f64(a[0])?;
+    let in_strides = strides(&s);
+    let numel: usize = out_shape.iter().product();
+    let mut idx = vec![0usize; out_shape.len()];
+    let mut r = Vec::with_capacity(numel);
+    for _ in 0..numel {
+        let flat: usize = idx.iter().zip(&dims).map(|(i, d)| i * in_strides[*d]).sum();
+        r.push(x[flat]);
+        for d in (0..out_shape.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < out_shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    f.resize(a[2], &out_shape)?;
+    write_like_input(f, a[0], a[2], &r)
+}
+
+/// Writes values computed from `src`'s elements: exact for integer dtypes too.
+fn write_like_input(f: &mut Frame<'_>, _src: usize, out: usize, values: &[f64]) -> OpResult<()> {
+    if is_float(f.dtype(out)?) {
+        f.write_f64(out, values)
+    } else {
+        f.write_i64(out, &values.iter().map(|v| *v as i64).collect::<Vec<_>>())
+    }
+}
+
+/// Gathers `sizes_out` elements of `src` (an index map) into `out`, exactly (bytewise).
+fn gather_bytes(f: &mut Frame<'_>, src: usize, out: usize, map: &[usize], out_shape: &[usize]) -> OpResult<()> {
+    if f.dtype(src)? != f.dtype(out)? {
+        return Err(bad(format!("values[{out}] dtype {} differs from values[{src}] {}", f.dtype(out)?, f.dtype(src)?)));
+    }
+    let elem = f.dtype(src)?.element_size().unwrap_or(1);
+    let bytes = f.bytes(src)?;
+    let mut r = Vec::with_capacity(map.len() * elem);
+    for i in map {
+        r.extend_from_slice(&bytes[i * elem..(i + 1) * elem]);
+    }
+    f.resize(out, out_shape)?;
+    f.write_bytes(out, &r)
+}
+
+fn select_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let s = f.sizes(a[0])?;
+    if s.is_empty() {
+        return Err(bad("select on a 0-dim tensor"));
+    }
+    let dim = norm_dim(f.int(a[1])?, s.len())?;
+    let mut index = f.int(a[2])?;
+    if index < 0 {
+        index += s[dim] as i64;
+    }
+    if index < 0 || index as usize >= s[dim] {
+        return Err(OpError::new(
+            ErrorCode::InvalidArgument,
+            format!("index {index} out of range for size {}", s[dim]),
+        ));
+    }
+    let st = strides(&s);
+    let out_shape: Vec<usize> = s.iter().enumerate().filter(|(d, _)| *d != dim).map(|(_, v)| *v).collect();
+    let numel: usize = out_shape.iter().product();
+    let outer: usize = s[..dim].iter().product();
+    let inner = st[dim];
+    let mut map = Vec::with_capacity(numel);
+    for o in 0..outer {
+        for i in 0..inner {
+            map.push(o * s[dim] * inner + index as usize * inner + i);
+        }
+    }
+    gather_bytes(f, a[0], a[3], &map, &out_shape)
+}
+
+fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let s = f.sizes(a[0])?;
+    let dim = norm_dim(f.int(a[1])?, s.len())?;
+    let idx = f.read_i64(a[2])?;
+    let size = s.get(dim).copied().unwrap_or(1);
+    let st = strides(&s);
+    let outer: usize = s[..dim.min(s.len())].iter().product();
+    let inner = st.get(dim).copied().unwrap_or(1);
+    let mut out_shape = s.clone();
+    if !out_shape.is_empty() {
+        out_shape[dim] = idx.len();
+    }
+    let mut map = Vec::new();
+    for o in 0..outer {
+        for &k in &idx {
+            if k < 0 || k as usize >= size {
+                return Err(bad(format!("index {k} out of range for size {size}")));
+            }
+            for i in 0..inner {
+                map.push(o * size * inner + k as usize * inner + i);
+            }
+        }
+    }
+    gather_bytes(f, a[0], a[3], &map, &out_shape)
+}
+
+fn sym_size(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let s = f.sizes(a[0])?;
+    let dim = norm_dim(f.int(a[1])?, s.len())?;
+    let v = *s.get(dim).ok_or_else(|| bad("sym_size of a 0-dim tensor"))?;
+    f.set(a[2], Value::Int(v as i64))
+}
+
+fn cumsum(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let s = f.sizes(a[0])?;
+    let dim = norm_dim(f.int(a[1])?, s.len())?;
+    let st = strides(&s);
+    let size = s.get(dim).copied().unwrap_or(1);
+    let inner = st.get(dim).copied().unwrap_or(1);
+    let outer: usize = s[..dim.min(s.len())].iter().product();
+    f.resize(a[3], &s)?;
+    if is_float(f.dtype(a[3])?) {
+        let mut x = f.read_f64(a[0])?;
+        for o in 0..outer {
+            for i in 0..inner {
+                let mut acc = 0.0f64;
+                for k in 0..size {
+                    let p = o * size * inner + k * inner + i;
+                    acc = if f.dtype(a[3])? == ScalarType::FLOAT {
+                        (acc as f32 + x[p] as f32) as f64
+                    } else {
+                        acc + x[p]
+                    };
+                    x[p] = acc;
+                }
+            }
+        }
+        f.write_f64(a[3], &x)
+    } else {
+        let mut x = f.read_i64(a[0])?;
+        for o in 0..outer {
+            for i in 0..inner {
+                let mut acc = 0i64;
+                for k in 0..size {
+                    let p = o * size * inner + k * inner + i;
+                    acc = acc.wrapping_add(x[p]);
+                    x[p] = acc;
+                }
+            }
+        }
+        f.write_i64(a[3], &x)
+    }
+}
+
+fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let s = f.sizes(a[0])?;
+    let x = f.read_f64(a[0])?;
+    let keepdim = f.bool(a[2])?;
+    let better = |cand: f64, best: f64| cand.is_nan() && !best.is_nan() || cand > best;
+    match f.value(a[1])? {
+        Value::None => {
+            let mut best = 0;
+            for (i, v) in x.iter().enumerate() {
+                if better(*v, x[best]) {
+                    best = i;
+                }
+            }
+            let shape = if keepdim { vec![1; s.len()] } else { vec![] };
+            f.resize(a[3], &shape)?;
+            f.write_i64(a[3], &[best as i64])
+        }
+        _ => {
+            let dim = norm_dim(f.int(a[1])?, s.len())?;
+            let st = strides(&s);
+            let size = s.get(dim).copied().unwrap_or(1);
+            let inner = st.get(dim).copied().unwrap_or(1);
+            let outer: usize = s[..dim.min(s.len())].iter().product();
+            let mut r = Vec::with_capacity(outer * inner);
+            for o in 0..outer {
+                for i in 0..inner {
+                    let mut best = 0;
+                    for k in 1..size {
+                        if better(x[o * size * inner + k * inner + i], x[o * size * inner + best * inner + i]) {
+                            best = k;
+                        }
+                    }
+                    r.push(best as i64);
+                }
+            }
+            let mut shape = s.clone();
+            if !shape.is_empty() {
+                if keepdim {
+                    shape[dim] = 1;
+                } else {
+                    shape.remove(dim);
+                }
+            }
+            f.resize(a[3], &shape)?;
+            f.write_i64(a[3], &r)
+        }
+    }
+}
+
+fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let dst_shape = f.sizes(a[0])?;
+    let (ss, fs, is) = operand(f, a[1])?;
+    if broadcast_shape(&ss, &dst_shape)? != dst_shape {
+        return Err(bad(format!("cannot copy {ss:?} into {dst_shape:?}")));
+    }
+    let map = broadcast_index(&dst_shape, &ss);
+    for out in [a[0], a[3]] {
+        if is_float(f.dtype(out)?) {
+            f.write_f64(out, &map.iter().map(|i| fs[*i]).collect::<Vec<_>>())?;
+        } else {
+            f.write_i64(out, &map.iter().map(|i| is[*i]).collect::<Vec<_>>())?;
+        }
+    }
+    Ok(())
+}
+
+fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let (to, from) = (a[0], a[1]);
+    let index = f.int(a[2])?;
+    let from_shape = f.sizes(from)?;
+    let mut to_shape = f.sizes(to)?;
+    if to_shape.len() != from_shape.len() + 1 || to_shape[1..] != from_shape[..] {
+        return Err(bad(format!("et_copy_index: {from_shape:?} does not fit a row of {to_shape:?}")));
+    }
+    if index < 0 {
+        return Err(bad(format!("et_copy_index: negative index {index}")));
+    }
+    let index = index as usize;
+    if index + 1 != to_shape[0] {
+        to_shape[0] = index + 1;
+        f.resize(to, &to_shape)?;
+    }
+    let row = f.bytes(from)?.to_vec();
+    let mut all = f.bytes(to)?.to_vec();
+    let at = index * row.len();
+    all.get_mut(at..at + row.len())
+        .ok_or_else(|| bad(format!("et_copy_index: row {index} out of range")))?
+        .copy_from_slice(&row);
+    f.write_bytes(to, &all)
+}
+
+fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let src = f.tensor(a[0])?.clone();
+    let want = f.int_list(a[1])?;
+    let numel = src.numel();
+    let known: i64 = want.iter().filter(|d| **d >= 0).product();
+    let sizes: Vec<usize> = want
+        .iter()
+        .map(|d| {
+            if *d < 0 {
+                if known == 0 {
+                    0
+                } else {
+                    numel / known as usize
+                }
+            } else {
+                *d as usize
+            }
+        })
+        .collect();
+    if sizes.iter().product::<usize>() != numel {
+        return Err(bad(format!("et_view: {want:?} does not match {} elements", numel)));
+    }
+    let tid = f.tensor_id(a[2])?;
+    let out = &mut f.tensors[tid];
+    out.storage = src.storage;
+    out.sizes = sizes;
+    Ok(())
+}
+
+fn prim(f: &mut Frame<'_>, a: &[usize], iop: fn(i64, i64) -> Option<i64>, fop: fn(f64, f64) -> f64) -> OpResult<()> {
+    let v = match (f.value(a[0])?, f.value(a[1])?) {
+        (Value::Int(x), Value::Int(y)) => Value::Int(
+            iop(*x, *y)
+                .ok_or_else(|| OpError::new(ErrorCode::InvalidArgument, "integer overflow or division by zero"))?,
+        ),
+        _ => Value::Double(fop(f.scalar(a[0])?, f.scalar(a[1])?)),
+    };
+    f.set(a[2], v)
+}
+
+fn prim_cmp(f: &mut Frame<'_>, a: &[usize], op: fn(Ordering) -> bool) -> OpResult<()> {
+    let ord = match (f.value(a[0])?, f.value(a[1])?) {
+        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+        _ => f.scalar(a[0])?.partial_cmp(&f.scalar(a[1])?),
+    };
+    f.set(a[2], Value::Bool(ord.is_some_and(op)))
+}
+
+/// Python floor division on integers (`None` on division by zero or overflow).
+fn floordiv(x: i64, y: i64) -> Option<i64> {
+    let q = x.checked_div(y)?;
+    Some(if x % y != 0 && ((x < 0) != (y < 0)) { q - 1 } else { q })
+}
+
+/// `(qualified name, argument count, kernel)` of every operator the runtime implements.
+pub const KERNELS: &[(&str, usize, Kernel)] = &[
+    ("aten::add.out", 5, add),
+    ("aten::sub.out", 5, sub),
+    ("aten::mul.out", 4, mul),
+    ("aten::div.out", 4, div),
+    ("aten::mm.out", 4, mm),
+    ("aten::addmm.out", 7, addmm),
+    ("aten::linear.out", 5, linear),
+    ("aten::permute_copy.out", 4, permute_copy),
+    ("aten::relu.out", 3, relu),
+    ("aten::sin.out", 3, sin),
+    ("aten::cos.out", 3, cos),
+    ("aten::cumsum.out", 5, cumsum),
+    ("aten::select_copy.int_out", 5, select_copy),
+    ("aten::index_select.out", 5, index_select),
+    ("aten::argmax.out", 5, argmax),
+    ("aten::gt.Scalar_out", 4, gt),
+    ("aten::gt.Tensor_out", 4, gt),
+    ("aten::sym_size.int", 3, sym_size),
+    ("aten::copy_.default", 4, copy_),
+    ("executorch_prim::add.Scalar", 3, |f, a| prim(f, a, i64::checked_add, |x, y| x + y)),
+    ("executorch_prim::sub.Scalar", 3, |f, a| prim(f, a, i64::checked_sub, |x, y| x - y)),
+    ("executorch_prim::mul.Scalar", 3, |f, a| prim(f, a, i64::checked_mul, |x, y| x * y)),
+    ("executorch_prim::floordiv.Scalar", 3, |f, a| prim(f, a, floordiv, |x, y| (x / y).floor())),
+    ("executorch_prim::eq.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Equal)),
+    ("executorch_prim::gt.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Greater)),
+    ("executorch_prim::lt.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Less)),
+    ("executorch_prim::ge.Scalar", 3, |f, a| prim_cmp(f, a, |o| o != Ordering::Less)),
+    ("executorch_prim::le.Scalar", 3, |f, a| prim_cmp(f, a, |o| o != Ordering::Greater)),
+    ("executorch_prim::et_copy_index.tensor", 3, et_copy_index),
+    ("executorch_prim::et_view.default", 3, et_view),
+];
+
+/// The kernel and argument count of an operator, by qualified name.
+pub fn lookup(qualified: &str) -> Option<(usize, Kernel)> {
+    KERNELS.iter().find(|(n, _, _)| *n == qualified).map(|(_, a, k)| (*a, *k))
+}

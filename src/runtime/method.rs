@@ -1,0 +1,450 @@
+//! `Method`: init in ExecuTorch's order (checks first, so a rejected program makes zero backend
+//! calls), execution of the five instruction kinds under an instruction budget, and teardown
+//! that destroys every initialised delegate exactly once, in ascending index order.
+
+use super::backend::*;
+use super::check::check_method;
+use super::error::{ErrorCode, RuntimeError, Site};
+use super::frame::Frame;
+use super::kernels::{self, Kernel};
+use super::value::*;
+use crate::format::{LoadedProgram, LoadedPtd};
+use crate::program::{EValue, ExecutionPlan, Instruction, TensorDataLocation};
+use std::sync::Arc;
+
+/// ExecuTorch's per-`execute()` instruction limit (X3).
+pub const DEFAULT_INSTRUCTION_BUDGET: u64 = 10_000_000;
+
+/// Registry, options and limits used to load methods.
+#[derive(Clone)]
+pub struct Runtime {
+    /// Backends.
+    pub registry: BackendRegistry,
+    /// Runtime options per backend id.
+    pub options: RuntimeOptions,
+    /// Instructions one `execute()` may run.
+    pub instruction_budget: u64,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            registry: BackendRegistry::default(),
+            options: RuntimeOptions::default(),
+            instruction_budget: DEFAULT_INSTRUCTION_BUDGET,
+        }
+    }
+}
+
+struct LiveDelegate {
+    backend: Arc<dyn Backend>,
+    handle: Option<BackendHandle>,
+    handle_id: u64,
+}
+
+/// A loaded, initialised method.
+pub struct Method<'a> {
+    name: String,
+    plan: &'a ExecutionPlan,
+    frame: Frame<'a>,
+    kernels: Vec<Option<Kernel>>,
+    delegates: Vec<LiveDelegate>,
+    trace: Trace,
+    budget: u64,
+    inputs_set: Vec<bool>,
+}
+
+impl Runtime {
+    /// A runtime with the given backends registered.
+    pub fn with_backends(backends: impl IntoIterator<Item = Arc<dyn Backend>>) -> Self {
+        let mut r = Runtime::default();
+        for b in backends {
+            // Test registries are small and unique; a duplicate is a programming error we report
+            // by keeping the first.
+            let _ = r.registry.register(b);
+        }
+        r
+    }
+
+    /// Loads and initialises method `name` of `loaded` (optionally with external data).
+    pub fn load_method<'a>(
+        &self,
+        loaded: &'a LoadedProgram<'a>,
+        name: &str,
+        external: Option<&LoadedPtd<'_>>,
+        trace: &Trace,
+    ) -> Result<Method<'a>, RuntimeError> {
+        let plans = loaded.program.plans();
+        let pi = plans
+            .iter()
+            .position(|p| p.name.as_deref() == Some(name))
+            .ok_or_else(|| RuntimeError::MethodNotFound(name.into()))?;
+        let plan = &plans[pi];
+        if let Some(first) = check_method(loaded, pi).into_iter().next() {
+            return Err(RuntimeError::Check(first));
+        }
+        let frame = build_frame(loaded, plan, name, external)?;
+        let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|(_, k)| k)).collect();
+        let mut method = Method {
+            name: name.to_string(),
+            plan,
+            frame,
+            kernels,
+            delegates: Vec::new(),
+            trace: trace.clone(),
+            budget: self.instruction_budget,
+            inputs_set: vec![false; plan.inputs.as_ref().map_or(0, Vec::len)],
+        };
+        // Scalar inputs carry their emitted value; only tensors must be set by the caller.
+        for (i, &v) in plan.inputs.iter().flatten().enumerate() {
+            method.inputs_set[i] = !matches!(plan.value_list().get(v as usize), Some(EValue::Tensor(_)));
+        }
+        let named = loaded.named_data_map();
+        for (d, del) in plan.delegate_list().iter().enumerate() {
+            let id = del.id.clone().unwrap_or_default();
+            let backend = match self.registry.get(&id) {
+                Some(b) if b.is_available() => b,
+                _ => return Err(RuntimeError::BackendNotAvailable { method: name.into(), delegate: d, backend: id }),
+            };
+            // The loader resolved every present reference; checks rejected absent ones.
+            let blob = loaded.delegate_blobs.get(pi).and_then(|b| b.get(d)).copied().flatten().unwrap_or(&[]);
+            let options = self.options.for_backend(&id);
+            let ctx = InitContext { method: name, delegate_index: d, options: &options, named_data: &named };
+            match backend.init(&ctx, blob, del.compile_spec_list()) {
+                Ok(handle) => {
+                    let handle_id = trace.next_handle();
+                    trace.record(TraceEvent::Init {
+                        method: name.into(),
+                        delegate: d,
+                        backend: id,
+                        handle: handle_id,
+                        bytes: handle.bytes,
+                    });
+                    method.delegates.push(LiveDelegate { backend, handle: Some(handle), handle_id });
+                }
+                Err(e) => {
+                    trace.record(TraceEvent::InitFailed {
+                        method: name.into(),
+                        delegate: d,
+                        backend: id.clone(),
+                        code: e.code,
+                    });
+                    // Dropping `method` destroys delegates 0..d in ascending order (T3).
+                    return Err(RuntimeError::InitFailed {
+                        method: name.into(),
+                        delegate: d,
+                        backend: id,
+                        code: e.code,
+                        detail: e.detail,
+                    });
+                }
+            }
+        }
+        Ok(method)
+    }
+}
+
+fn build_frame<'a>(
+    loaded: &'a LoadedProgram<'a>,
+    plan: &ExecutionPlan,
+    method: &str,
+    external: Option<&LoadedPtd<'_>>,
+) -> Result<Frame<'a>, RuntimeError> {
+    let arenas: Vec<Vec<u8>> =
+        plan.non_const_buffer_sizes.iter().flatten().skip(1).map(|s| vec![0u8; (*s).max(0) as usize]).collect();
+    let mut frame = Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants: loaded.constants.clone() };
+    let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
+        method: method.into(),
+        value,
+        detail,
+        code,
+    };
+    for (i, v) in plan.value_list().iter().enumerate() {
+        let value = match v {
+            EValue::Null => Value::None,
+            EValue::Int(x) => Value::Int(*x),
+            EValue::Bool(x) => Value::Bool(*x),
+            EValue::Double(x) => Value::Double(*x),
+            EValue::String(s) => Value::String(s.clone().unwrap_or_default()),
+            EValue::IntList(items) => Value::IntList(items.iter().flatten().map(|x| *x as usize).collect()),
+            EValue::DoubleList(items) => Value::DoubleList(items.clone().unwrap_or_default()),
+            EValue::BoolList(items) => Value::BoolList(items.clone().unwrap_or_default()),
+            EValue::TensorList(items) => Value::TensorList(items.iter().flatten().map(|x| *x as usize).collect()),
+            EValue::OptionalTensorList(items) => {
+                Value::OptionalTensorList(items.iter().flatten().map(|x| usize::try_from(*x).ok()).collect())
+            }
+            EValue::Tensor(t) => {
+                let sizes: Vec<usize> = t.sizes.iter().flatten().map(|s| *s as usize).collect();
+                let dims = t.dim_order.as_deref().unwrap_or(&[]);
+                if dims.iter().enumerate().any(|(k, d)| *d as usize != k) {
+                    return Err(err(
+                        i,
+                        format!("dim_order {dims:?} is not contiguous; the reference kernels need it"),
+                        ErrorCode::NotSupported,
+                    ));
+                }
+                let nbytes = sizes.iter().product::<usize>() * t.scalar_type.element_size().unwrap_or(1);
+                let external_fqn = t
+                    .extra_tensor_info
+                    .as_ref()
+                    .filter(|x| x.location == TensorDataLocation::EXTERNAL)
+                    .map(|x| x.fully_qualified_name.clone().unwrap_or_default());
+                let storage = if let Some(a) = &t.allocation_info {
+                    let (arena, offset) = ((a.memory_id - 1) as usize, a.offset() as usize);
+                    if t.data_buffer_idx > 0 && external_fqn.is_none() {
+                        let init = loaded
+                            .mutable_data
+                            .first()
+                            .and_then(|m| m.get(t.data_buffer_idx as usize))
+                            .map(|s| &s[..nbytes]);
+                        if let (Some(src), Some(dst)) =
+                            (init, frame.arenas.get_mut(arena).and_then(|b| b.get_mut(offset..offset + nbytes)))
+                        {
+                            dst.copy_from_slice(src);
+                        }
+                    }
+                    Storage::Arena { arena, offset, capacity: nbytes }
+                } else if let Some(fqn) = external_fqn {
+                    let entry = external.ok_or_else(|| {
+                        err(i, format!("external tensor `{fqn}` needs a .ptd"), ErrorCode::InvalidState)
+                    })?;
+                    let e = entry
+                        .get(&fqn)
+                        .ok_or_else(|| err(i, format!("`{fqn}` is not in the .ptd"), ErrorCode::NotFound))?;
+                    if e.data.len() < nbytes {
+                        return Err(err(
+                            i,
+                            format!("`{fqn}` has {} bytes, needs {nbytes}", e.data.len()),
+                            ErrorCode::InvalidExternalData,
+                        ));
+                    }
+                    Storage::Owned(e.data[..nbytes].to_vec())
+                } else if t.data_buffer_idx > 0 {
+                    Storage::Constant(t.data_buffer_idx as usize)
+                } else {
+                    Storage::Null
+                };
+                frame.tensors.push(TensorImpl { dtype: t.scalar_type, sizes, dynamism: t.shape_dynamism, storage });
+                Value::Tensor(frame.tensors.len() - 1)
+            }
+        };
+        frame.values.push(value);
+    }
+    Ok(frame)
+}
+
+impl<'a> Method<'a> {
+    /// Method name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of user inputs.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs_set.len()
+    }
+
+    /// The input template: what input `i` must look like (a tensor's dtype and declared sizes).
+    pub fn input_template(&self, i: usize) -> Option<HostValue> {
+        let v = *self.plan.inputs.as_ref()?.get(i)? as usize;
+        match self.frame.values.get(v)? {
+            Value::Tensor(t) => {
+                let t = &self.frame.tensors[*t];
+                Some(HostValue::Tensor(HostTensor::zeros(t.dtype, t.sizes.clone())))
+            }
+            Value::Int(x) => Some(HostValue::Int(*x)),
+            Value::Bool(x) => Some(HostValue::Bool(*x)),
+            Value::Double(x) => Some(HostValue::Double(*x)),
+            _ => Some(HostValue::None),
+        }
+    }
+
+    /// Sets user input `i` (a tensor is copied into its planned memory, resized if dynamic).
+    pub fn set_input(&mut self, i: usize, value: &HostValue) -> Result<(), RuntimeError> {
+        let err = |detail: String| RuntimeError::Input { method: self.name.clone(), index: i, detail };
+        let v = *self
+            .plan
+            .inputs
+            .as_ref()
+            .and_then(|x| x.get(i))
+            .ok_or_else(|| err(format!("the method has {} inputs", self.inputs_set.len())))? as usize;
+        match (self.frame.values.get(v).cloned(), value) {
+            (Some(Value::Tensor(_)), HostValue::Tensor(t)) => {
+                let want = self.frame.dtype(v).map_err(|e| err(e.detail))?;
+                if want != t.dtype {
+                    return Err(err(format!("dtype {} given, {want} expected", t.dtype)));
+                }
+                let n: usize = t.sizes.iter().product::<usize>() * t.dtype.element_size().unwrap_or(1);
+                if t.data.len() != n {
+                    return Err(err(format!("{} bytes for shape {:?}", t.data.len(), t.sizes)));
+                }
+                self.frame.resize(v, &t.sizes).map_err(|e| err(e.detail))?;
+                self.frame.write_bytes(v, &t.data).map_err(|e| err(e.detail))?;
+            }
+            (Some(Value::Int(_)), HostValue::Int(x)) => self.frame.values[v] = Value::Int(*x),
+            (Some(Value::Bool(_)), HostValue::Bool(x)) => self.frame.values[v] = Value::Bool(*x),
+            (Some(Value::Double(_)), HostValue::Double(x)) => self.frame.values[v] = Value::Double(*x),
+            (Some(slot), given) => return Err(err(format!("a {} slot cannot take {given:?}", slot.kind()))),
+            (None, _) => return Err(err(format!("input names value {v}, which does not exist"))),
+        }
+        self.inputs_set[i] = true;
+        Ok(())
+    }
+
+    /// Runs every chain once.
+    pub fn execute(&mut self) -> Result<(), RuntimeError> {
+        if let Some(i) = self.inputs_set.iter().position(|s| !s) {
+            return Err(RuntimeError::Input { method: self.name.clone(), index: i, detail: "never set".into() });
+        }
+        let mut executed: u64 = 0;
+        for (c, chain) in self.plan.chain_list().iter().enumerate() {
+            let instrs = chain.instruction_list();
+            let mut pc = 0usize;
+            while pc < instrs.len() {
+                executed += 1;
+                if executed > self.budget {
+                    return Err(RuntimeError::BudgetExceeded { method: self.name.clone(), budget: self.budget });
+                }
+                let site = Site { chain: c, instruction: pc };
+                pc = self.step(&instrs[pc], site, pc)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn exec_err(&self, site: Site, code: ErrorCode, detail: String) -> RuntimeError {
+        RuntimeError::Execute { method: self.name.clone(), site, code, detail }
+    }
+
+    fn step(&mut self, ins: &Instruction, site: Site, pc: usize) -> Result<usize, RuntimeError> {
+        match ins {
+            Instruction::KernelCall(k) => {
+                let args: Vec<usize> = k.args.iter().flatten().map(|a| *a as usize).collect();
+                let op = k.op_index as usize;
+                let kernel = self.kernels.get(op).copied().flatten().ok_or_else(|| {
+                    self.exec_err(site, ErrorCode::OperatorMissing, format!("operator {op} has no kernel"))
+                })?;
+                kernel(&mut self.frame, &args).map_err(|e| RuntimeError::Kernel {
+                    method: self.name.clone(),
+                    site,
+                    op: self.plan.operator_list().get(op).map(|o| o.qualified()).unwrap_or_default(),
+                    code: e.code,
+                    detail: e.detail,
+                })?;
+            }
+            Instruction::DelegateCall(d) => {
+                let idx = d.delegate_index as usize;
+                let args: Vec<usize> = d.args.iter().flatten().map(|a| *a as usize).collect();
+                let Some(live) = self.delegates.get_mut(idx) else {
+                    return Err(self.exec_err(
+                        site,
+                        ErrorCode::Internal,
+                        format!("delegate {idx} is not initialised (X6)"),
+                    ));
+                };
+                let Some(handle) = live.handle.as_mut() else {
+                    return Err(RuntimeError::Delegate {
+                        method: self.name.clone(),
+                        site,
+                        delegate: idx,
+                        code: ErrorCode::DelegateInvalidHandle,
+                        detail: "handle already destroyed".into(),
+                    });
+                };
+                self.trace.record(TraceEvent::Execute {
+                    method: self.name.clone(),
+                    delegate: idx,
+                    site,
+                    handle: live.handle_id,
+                });
+                let mut da = DelegateArgs { frame: &mut self.frame, args: &args, site };
+                live.backend.execute(handle, &mut da).map_err(|e| RuntimeError::Delegate {
+                    method: self.name.clone(),
+                    site,
+                    delegate: idx,
+                    code: e.code,
+                    detail: e.detail,
+                })?;
+            }
+            Instruction::MoveCall(m) => {
+                let from = self.frame.values[m.move_from as usize].clone();
+                self.frame.values[m.move_to as usize] = from;
+            }
+            Instruction::FreeCall(f) => {
+                let tid = self
+                    .frame
+                    .tensor_id(f.value_index as usize)
+                    .map_err(|e| self.exec_err(site, ErrorCode::InvalidType, e.detail))?;
+                self.frame.tensors[tid].storage = Storage::Null;
+            }
+            Instruction::JumpFalseCall(j) => {
+                let v = j.cond_value_index as usize;
+                let truth = match &self.frame.values[v] {
+                    Value::Bool(b) => *b,
+                    Value::Tensor(_) => {
+                        if self.frame.dtype(v).ok() != Some(crate::program::ScalarType::BOOL) {
+                            return Err(self.exec_err(
+                                site,
+                                ErrorCode::InvalidProgram,
+                                format!("jump condition values[{v}] is not a bool tensor"),
+                            ));
+                        }
+                        let data = self
+                            .frame
+                            .read_i64(v)
+                            .map_err(|e| self.exec_err(site, ErrorCode::InvalidState, e.detail))?;
+                        data.iter().all(|x| *x != 0)
+                    }
+                    other => {
+                        return Err(self.exec_err(
+                            site,
+                            ErrorCode::InvalidProgram,
+                            format!("jump condition values[{v}] is {}", other.kind()),
+                        ))
+                    }
+                };
+                if !truth {
+                    return Ok(j.destination_instruction as usize);
+                }
+            }
+        }
+        Ok(pc + 1)
+    }
+
+    /// The user outputs, copied out.
+    pub fn outputs(&self) -> Result<Vec<HostValue>, RuntimeError> {
+        self.plan
+            .outputs
+            .iter()
+            .flatten()
+            .map(|&v| {
+                self.frame.host_value(v as usize).map_err(|e| RuntimeError::Value {
+                    method: self.name.clone(),
+                    value: v as usize,
+                    detail: e.detail,
+                    code: e.code,
+                })
+            })
+            .collect()
+    }
+
+    /// The trace this method records into.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+}
+
+impl Drop for Method<'_> {
+    fn drop(&mut self) {
+        for (d, live) in self.delegates.iter_mut().enumerate() {
+            if let Some(h) = live.handle.take() {
+                live.backend.destroy(h);
+                self.trace.record(TraceEvent::Destroy {
+                    method: self.name.clone(),
+                    delegate: d,
+                    handle: live.handle_id,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Real programs run on the reference runtime and match what ExecuTorch (or eager PyTorch, for
+//! the demo-backend files the pip runtime cannot run) recorded, via the same code as
+//! `ptecheck run --expect`.
+
+use ptecheck::backends::default_runtime;
+use ptecheck::format;
+use ptecheck::runtime::io::run_expect;
+use ptecheck::runtime::{check_program, Trace};
+
+fn read(name: &str, ext: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/corpus/real/{name}.{ext}", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
+}
+
+fn expect(name: &str) -> (Vec<ptecheck::runtime::io::RunOutcome>, Trace) {
+    let data = read(name, "pte");
+    let loaded = format::load(&data).expect("loads");
+    let io: serde_json::Value = serde_json::from_slice(&read(name, "io.json")).expect("io json");
+    let trace = Trace::default();
+    let outcomes = run_expect(&loaded, &default_runtime(), &io, &trace).expect("well-formed io.json");
+    (outcomes, trace)
+}
+
+const RUNNABLE: [&str; 11] = [
+    "cpu_add_mul",
+    "cpu_linear_relu",
+    "multi_method_cpu_shared_weights",
+    "cond_cpu",
+    "map_cpu",
+    "cpu_dynamic_batch",
+    "cpu_int_bool_dtypes",
+    "legacy_et021_inline_constants",
+    "demo_backend_whole_module",
+    "demo_repeated_call_3x",
+    "cpu_add_mul",
+];
+
+#[test]
+fn every_runnable_corpus_program_matches_its_recording() {
+    for name in RUNNABLE {
+        let (outcomes, trace) = expect(name);
+        assert!(!outcomes.is_empty(), "{name}: no runs");
+        for o in &outcomes {
+            assert!(o.ok, "{name} {} run {}: {:?} (max {:?} ulp)", o.method, o.run, o.detail, o.max_ulps);
+        }
+        let s = trace.summary();
+        assert_eq!(s.inits, s.destroys, "{name}: every handle destroyed");
+        assert!(s.bad_destroys.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn exact_ops_match_bit_for_bit() {
+    for name in ["cpu_add_mul", "map_cpu", "cpu_int_bool_dtypes"] {
+        let (outcomes, _) = expect(name);
+        assert!(outcomes.iter().all(|o| o.max_ulps == Some(0) && o.tolerance_ulps == 0), "{name}: {outcomes:?}");
+    }
+    // sin/cos may differ by libm: tolerated, but this recording matches exactly.
+    let (outcomes, _) = expect("cond_cpu");
+    assert!(outcomes.iter().all(|o| o.max_ulps == Some(0) && o.tolerance_ulps == 4), "{outcomes:?}");
+}
+
+#[test]
+fn demo_repeated_call_initialises_three_handles_and_executes_each_once() {
+    let (outcomes, trace) = expect("demo_repeated_call_3x");
+    assert!(outcomes.iter().all(|o| o.ok && o.against == "eager_torch"));
+    let s = trace.summary();
+    assert_eq!((s.inits, s.executes, s.destroys, s.live_handles), (3, 3, 3, 0));
+    assert_eq!(s.executes_per_site.len(), 3, "{:?}", s.executes_per_site);
+}
+
+#[test]
+fn xnnpack_programs_load_pass_check_and_report_backend_not_available() {
+    for name in [
+        "xnn_single_partition",
+        "xnn_two_partitions_graph_break",
+        "xnn_repeated_call_3x",
+        "xnn_lowered_in_map_loop",
+        "xnn_identical_blobs_dedup",
+        "xnn_delegate_inline",
+        "xnn_dynamic_batch",
+    ] {
+        let data = read(name, "pte");
+        let loaded = format::load(&data).expect("loads");
+        assert_eq!(check_program(&loaded), vec![], "{name}");
+        let (outcomes, trace) = expect(name);
+        assert!(outcomes.iter().all(|o| !o.ok && o.backend_unavailable), "{name}: {outcomes:?}");
+        assert_eq!(trace.summary().inits, 0, "{name}");
+    }
+}
