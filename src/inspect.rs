@@ -275,3 +275,111 @@ pub fn to_dot(loaded: &LoadedProgram<'_>) -> String {
     s.push_str("}\n");
     s
 }
+
+fn value_text(v: &EValue) -> String {
+    match v {
+        EValue::Null => "None".into(),
+        EValue::Int(i) => format!("Int({i})"),
+        EValue::Bool(b) => format!("Bool({b})"),
+        EValue::Double(d) => format!("Double({d})"),
+        EValue::String(s) => format!("String({:?})", s.as_deref().unwrap_or("")),
+        EValue::IntList(l) => format!("IntList{:?}", l.as_deref().unwrap_or(&[])),
+        EValue::DoubleList(l) => format!("DoubleList{:?}", l.as_deref().unwrap_or(&[])),
+        EValue::BoolList(l) => format!("BoolList{:?}", l.as_deref().unwrap_or(&[])),
+        EValue::TensorList(l) => format!("TensorList{:?}", l.as_deref().unwrap_or(&[])),
+        EValue::OptionalTensorList(l) => format!("OptionalTensorList{:?}", l.as_deref().unwrap_or(&[])),
+        EValue::Tensor(t) => {
+            let mut s = format!("Tensor {} {:?}", t.scalar_type, t.sizes.as_deref().unwrap_or(&[]));
+            if t.shape_dynamism != crate::program::TensorShapeDynamism::STATIC {
+                let _ = write!(s, " {}", t.shape_dynamism);
+            }
+            if let Some(a) = &t.allocation_info {
+                let _ = write!(s, " @arena{}+{}", a.memory_id, a.offset());
+            }
+            if t.data_buffer_idx > 0 {
+                let _ = write!(s, " const#{}", t.data_buffer_idx);
+            }
+            s
+        }
+    }
+}
+
+/// A full listing for review diffs: per method every value, every instruction with its
+/// operands, every delegate with its blob and call sites; then segments.
+pub fn listing(loaded: &LoadedProgram<'_>) -> String {
+    let p = &loaded.program;
+    let sites = delegate_call_sites(loaded);
+    let mut s = String::new();
+    for (pi, plan) in p.plans().iter().enumerate() {
+        let _ = writeln!(s, "method {}", plan.name_str());
+        let _ = writeln!(
+            s,
+            "  inputs {:?} outputs {:?}",
+            plan.inputs.as_deref().unwrap_or(&[]),
+            plan.outputs.as_deref().unwrap_or(&[])
+        );
+        let _ = writeln!(s, "  values:");
+        for (i, v) in plan.value_list().iter().enumerate() {
+            let _ = writeln!(s, "    v{i}: {}", value_text(v));
+        }
+        let ops = plan.operator_list();
+        for (ci, chain) in plan.chain_list().iter().enumerate() {
+            let _ = writeln!(s, "  chain {ci}:");
+            for (ii, ins) in chain.instruction_list().iter().enumerate() {
+                let text = match ins {
+                    Instruction::KernelCall(k) => format!(
+                        "{} {:?}",
+                        usize::try_from(k.op_index)
+                            .ok()
+                            .and_then(|i| ops.get(i))
+                            .map(|o| o.qualified())
+                            .unwrap_or_else(|| format!("op#{}", k.op_index)),
+                        k.args.as_deref().unwrap_or(&[])
+                    ),
+                    Instruction::DelegateCall(d) => {
+                        format!("delegate[{}] {:?}", d.delegate_index, d.args.as_deref().unwrap_or(&[]))
+                    }
+                    Instruction::MoveCall(m) => format!("move v{} -> v{}", m.move_from, m.move_to),
+                    Instruction::JumpFalseCall(j) => {
+                        format!("jump_false v{} -> {}", j.cond_value_index, j.destination_instruction)
+                    }
+                    Instruction::FreeCall(f) => format!("free v{}", f.value_index),
+                };
+                let _ = writeln!(s, "    {ii:>3}: {text}");
+            }
+        }
+        let _ = writeln!(s, "  delegates:");
+        for (di, d) in plan.delegate_list().iter().enumerate() {
+            let blob = loaded.delegate_blobs.get(pi).and_then(|b| b.get(di)).copied().flatten();
+            let loc = d.processed.map(|r| format!("{}[{}]", r.location, r.index)).unwrap_or_else(|| "absent".into());
+            let specs: Vec<String> = d
+                .compile_spec_list()
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}={}",
+                        c.key.as_deref().unwrap_or(""),
+                        hex::encode(c.value.as_ref().map(|v| v.as_slice()).unwrap_or(&[]))
+                    )
+                })
+                .collect();
+            let calls: Vec<String> = sites[pi][di].iter().map(|(c, i)| format!("{c}:{i}")).collect();
+            let _ = writeln!(
+                s,
+                "    [{di}] {} blob {loc} {} B sha256 {} specs [{}] called at [{}]",
+                d.id.as_deref().unwrap_or("?"),
+                blob.map_or(0, <[u8]>::len),
+                blob.map(|b| sha256_hex(b)[..12].to_string()).unwrap_or_default(),
+                specs.join(", "),
+                calls.join(", ")
+            );
+        }
+    }
+    let users = segment_users(loaded);
+    let _ = writeln!(s, "segments:");
+    for (i, seg) in p.segment_table().iter().enumerate() {
+        let _ = writeln!(s, "  [{i}] offset {} size {} <- {}", seg.offset, seg.size, users[i].join(", "));
+    }
+    let _ = writeln!(s, "inline blobs: {}", p.inline_delegate_data().len());
+    s
+}

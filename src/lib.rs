@@ -2,12 +2,16 @@
 //! and their backend delegates.
 //!
 //! Stages, data flowing one way: [`format`] (bytes <-> model) and [`program`] (owned model),
-//! then the CLI-facing [`inspect`] reports and the [`runtime`]'s init-time checks.
+//! [`ir`] (input programs, eager interpreter) -> [`emit`] -> [`format`]; [`format`] -> [`runtime`]
+//! with [`backends`]; [`gen`] builds programs; [`inspect`] renders reports.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 #[forbid(unsafe_code)]
 pub mod program;
+
+#[forbid(unsafe_code)]
+pub mod ir;
 
 pub mod format;
 
@@ -19,3 +23,9 @@ pub mod runtime;
 
 #[forbid(unsafe_code)]
 pub mod backends;
+
+#[forbid(unsafe_code)]
+pub mod emit;
+
+#[forbid(unsafe_code)]
+pub mod gen;

@@ -1,19 +1,36 @@
-//! Test backends (runtime side): the reader of ExecuTorch's `BackendWithCompilerDemo` blobs and
-//! a failure-injecting wrapper. Backends implement `runtime::Backend`; they may not touch the
-//! loader or the emitter.
+//! Test backends, both sides: preprocess (IR sub-graph -> lowered module with processed bytes
+//! and flags) and runtime (`runtime::Backend`). `demo`, `argkeep` and `scratch` carry their
+//! sub-graph; `BackendWithCompilerDemo` reads ExecuTorch's own demo blobs; `failing` injects
+//! init failures. Backends may not touch the loader or the emitter.
 
 pub mod compiler_demo;
 pub mod failing;
+pub mod graph;
 
+use crate::ir::infer::IrError;
+use crate::ir::{Graph, LoweredModule};
 use crate::runtime::{Backend, Runtime};
 use std::sync::Arc;
 
 /// Every backend the reference runtime ships, for a default registry.
 pub fn default_backends() -> Vec<Arc<dyn Backend>> {
-    vec![Arc::new(compiler_demo::CompilerDemoBackend)]
+    vec![
+        Arc::new(compiler_demo::CompilerDemoBackend),
+        Arc::new(graph::GraphBackend(graph::Flavor::Demo)),
+        Arc::new(graph::GraphBackend(graph::Flavor::ArgKeep)),
+        Arc::new(graph::GraphBackend(graph::Flavor::Scratch)),
+    ]
 }
 
 /// A runtime with [`default_backends`] registered.
 pub fn default_runtime() -> Runtime {
     Runtime::with_backends(default_backends())
+}
+
+/// Runs backend `backend`'s preprocess on `g`.
+pub fn lower(backend: &str, g: Graph, compile_specs: Vec<(String, Vec<u8>)>) -> Result<LoweredModule, IrError> {
+    match graph::Flavor::from_id(backend) {
+        Some(f) => graph::lower(f, g, compile_specs),
+        None => Err(IrError { path: "backend".into(), detail: format!("no preprocess for backend `{backend}`") }),
+    }
 }

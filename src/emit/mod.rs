@@ -1,0 +1,683 @@
+//! Reference emitter: IR program -> `.pte` [`Program`] plus segment bytes, following every
+//! rule of semantics.md A, C.1, C.2 and our choices P1, P4-P7, P12.
+//!
+//! Program-wide: constants deduplicated by SHA-256 (E7, index 0 reserved), delegate blobs
+//! deduplicated by SHA-256 of the bytes only (E17/BD1). Per method: values appended in graph
+//! order (E5), operators deduplicated by (name, overload) (E12), one BackendDelegate per call
+//! site (E18) unless the module's backend opted in and it declares no scratch, in which case one
+//! per lowered module per method, wherever the calls are (SH3-SH5, P4, P6). Control flow is
+//! inlined into the single chain with absolute jump targets (E23-E26, P12). Memory planning is a
+//! bump allocator (16-byte aligned, no reuse) in arena 1.
+//! May not touch: bytes (that is `format::write`), the runtime.
+
+use crate::format::{self, FormatError, WriteOptions};
+use crate::ir::infer::{graph_types, node_types, IrError};
+use crate::ir::{ConstTensor, Dtype, Graph, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
+use crate::program::*;
+use crate::runtime::check::{encode_scratch, ScratchSpec, SCRATCH_KEY};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use thiserror::Error;
+
+/// Emitter options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmitOptions {
+    /// Honour `share_handle_across_calls` (false = emit as if no backend opted in).
+    pub share: bool,
+    /// Move delegate blobs into segments (ExecuTorch's `extract_delegate_segments`).
+    pub delegate_segments: bool,
+    /// Allow `while_loop` (P12); without it, E27's InternalError.
+    pub allow_while: bool,
+}
+
+impl Default for EmitOptions {
+    fn default() -> Self {
+        EmitOptions { share: true, delegate_segments: true, allow_while: false }
+    }
+}
+
+/// Why a program could not be emitted.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum EmitError {
+    /// The IR does not type-check.
+    #[error("invalid program: {0}")]
+    Invalid(#[from] IrError),
+    /// `while_loop` without `allow_while` (E27).
+    #[error("{path}: Unsupported control flow operator: while_loop")]
+    UnsupportedWhile {
+        /// Where.
+        path: String,
+    },
+    /// Writing the bytes failed.
+    #[error("{0}")]
+    Format(#[from] FormatError),
+}
+
+/// An emitted program and its segment bytes, ready for `format::write`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Emitted {
+    /// The program.
+    pub program: Program,
+    /// Bytes of each segment.
+    pub segment_data: Vec<Vec<u8>>,
+}
+
+impl Emitted {
+    /// The `.pte` bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, FormatError> {
+        let refs: Vec<&[u8]> = self.segment_data.iter().map(Vec::as_slice).collect();
+        format::write(&self.program, &refs, &WriteOptions::default())
+    }
+}
+
+const ARENA_ALIGN: usize = 16;
+const CONSTANT_ALIGN: usize = 16;
+
+fn sha(b: &[u8]) -> [u8; 32] {
+    Sha256::digest(b).into()
+}
+
+/// Program-wide emitter state (E3).
+#[derive(Default)]
+struct ProgramState {
+    constants: Vec<Vec<u8>>,
+    constant_cache: HashMap<[u8; 32], u32>,
+    blobs: Vec<Vec<u8>>,
+    blob_cache: HashMap<[u8; 32], u32>,
+}
+
+impl ProgramState {
+    fn constant(&mut self, bytes: Vec<u8>) -> u32 {
+        if self.constants.is_empty() {
+            self.constants.push(Vec::new());
+        }
+        let h = sha(&bytes);
+        if let Some(i) = self.constant_cache.get(&h) {
+            return *i;
+        }
+        self.constants.push(bytes);
+        let i = (self.constants.len() - 1) as u32;
+        self.constant_cache.insert(h, i);
+        i
+    }
+
+    fn blob(&mut self, bytes: &[u8]) -> u32 {
+        let h = sha(bytes);
+        if let Some(i) = self.blob_cache.get(&h) {
+            return *i;
+        }
+        self.blobs.push(bytes.to_vec());
+        let i = (self.blobs.len() - 1) as u32;
+        self.blob_cache.insert(h, i);
+        i
+    }
+}
+
+/// Per-method emitter state (E3); control-flow sub-graphs share it.
+struct MethodState<'p> {
+    modules: &'p [LoweredModule],
+    opts: EmitOptions,
+    values: Vec<EValue>,
+    operators: Vec<Operator>,
+    operator_cache: HashMap<(String, String), i32>,
+    delegates: Vec<BackendDelegate>,
+    shared_delegate: HashMap<usize, i32>,
+    instructions: Vec<Instruction>,
+    arena: usize,
+}
+
+fn dtype_scalar(d: Dtype) -> ScalarType {
+    match d {
+        Dtype::F32 => ScalarType::FLOAT,
+        Dtype::I64 => ScalarType::LONG,
+        Dtype::Bool => ScalarType::BOOL,
+    }
+}
+
+/// Little-endian bytes of a constant tensor.
+pub fn const_bytes(c: &ConstTensor) -> Vec<u8> {
+    match c.dtype {
+        Dtype::F32 => c.values.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect(),
+        Dtype::I64 => c.values.iter().flat_map(|v| (*v as i64).to_le_bytes()).collect(),
+        Dtype::Bool => c.values.iter().map(|v| (*v != 0.0) as u8).collect(),
+    }
+}
+
+impl MethodState<'_> {
+    fn push(&mut self, v: EValue) -> usize {
+        self.values.push(v);
+        self.values.len() - 1
+    }
+
+    fn int(&mut self, v: i64) -> usize {
+        self.push(EValue::Int(v))
+    }
+
+    fn planned(&mut self, scalar_type: ScalarType, shape: &[usize], dynamic: bool) -> usize {
+        let nbytes = shape.iter().product::<usize>() * scalar_type.element_size().unwrap_or(1);
+        let offset = self.arena;
+        self.arena += nbytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        self.push(EValue::Tensor(Tensor {
+            scalar_type,
+            sizes: Some(shape.iter().map(|s| *s as i32).collect()),
+            dim_order: Some((0..shape.len() as u8).collect()),
+            allocation_info: Some(AllocationDetails {
+                memory_id: 1,
+                memory_offset_low: offset as u32,
+                memory_offset_high: (offset as u64 >> 32) as u32,
+            }),
+            shape_dynamism: if dynamic { TensorShapeDynamism::DYNAMIC_BOUND } else { TensorShapeDynamism::STATIC },
+            ..Tensor::default()
+        }))
+    }
+
+    /// A fresh value for a result of type `t` (planned tensor, or a placeholder scalar, E16).
+    fn new_value(&mut self, t: &ValueType) -> usize {
+        match t {
+            ValueType::Tensor { dtype, shape, dynamic } => self.planned(dtype_scalar(*dtype), shape, *dynamic),
+            ValueType::Int => self.int(0),
+            ValueType::Bool => self.push(EValue::Bool(false)),
+            ValueType::Double => self.push(EValue::Double(0.0)),
+        }
+    }
+
+    fn operator(&mut self, name: &str, overload: &str) -> i32 {
+        let key = (name.to_string(), overload.to_string());
+        if let Some(i) = self.operator_cache.get(&key) {
+            return *i;
+        }
+        self.operators.push(Operator { name: Some(name.into()), overload: Some(overload.into()) });
+        let i = (self.operators.len() - 1) as i32;
+        self.operator_cache.insert(key, i);
+        i
+    }
+
+    fn kernel(&mut self, name: &str, overload: &str, args: Vec<usize>) {
+        let op_index = self.operator(name, overload);
+        self.instructions.push(Instruction::KernelCall(KernelCall {
+            op_index,
+            args: Some(args.iter().map(|a| *a as i32).collect()),
+        }));
+    }
+
+    fn jump(&mut self, cond: usize, destination: usize) -> usize {
+        self.instructions.push(Instruction::JumpFalseCall(JumpFalseCall {
+            cond_value_index: cond as i32,
+            destination_instruction: destination as i32,
+        }));
+        self.instructions.len() - 1
+    }
+
+    fn patch_jump(&mut self, at: usize, destination: usize) {
+        if let Some(Instruction::JumpFalseCall(j)) = self.instructions.get_mut(at) {
+            j.destination_instruction = destination as i32;
+        }
+    }
+
+    fn mov(&mut self, from: usize, to: usize) {
+        self.instructions.push(Instruction::MoveCall(MoveCall { move_from: from as i32, move_to: to as i32 }));
+    }
+
+    /// Copies `src` into the slot `dst`: `copy_` for tensors, MoveCall for scalars.
+    fn copy_into(&mut self, dst: usize, src: usize) {
+        if matches!(self.values.get(dst), Some(EValue::Tensor(_))) {
+            let nb = self.push(EValue::Bool(false));
+            self.kernel("aten::copy_", "", vec![dst, src, nb, dst]);
+        } else if dst != src {
+            self.mov(src, dst);
+        }
+    }
+
+    fn op(&mut self, op: &Op, args: &[usize], out_type: &ValueType) -> usize {
+        use Op::*;
+        let out = self.new_value(out_type);
+        match op {
+            Add | Sub => {
+                let alpha = self.int(1);
+                self.kernel(
+                    if matches!(op, Add) { "aten::add" } else { "aten::sub" },
+                    "out",
+                    vec![args[0], args[1], alpha, out, out],
+                );
+            }
+            Mul => self.kernel("aten::mul", "out", vec![args[0], args[1], out, out]),
+            Relu | Sin | Cos => {
+                let name = match op {
+                    Relu => "aten::relu",
+                    Sin => "aten::sin",
+                    _ => "aten::cos",
+                };
+                self.kernel(name, "out", vec![args[0], out, out]);
+            }
+            Linear => self.kernel("aten::linear", "out", vec![args[0], args[1], args[2], out, out]),
+            Addmm => {
+                let (beta, alpha) = (self.int(1), self.int(1));
+                self.kernel("aten::addmm", "out", vec![args[0], args[1], args[2], beta, alpha, out, out]);
+            }
+            Mm => self.kernel("aten::mm", "out", vec![args[0], args[1], out, out]),
+            PermuteCopy { dims } => {
+                // List elements are emitted before the list (E9, pte-format §10).
+                let items: Vec<i64> = dims.iter().map(|d| self.int(*d) as i64).collect();
+                let list = self.push(EValue::IntList(Some(items)));
+                self.kernel("aten::permute_copy", "out", vec![args[0], list, out, out]);
+            }
+            Cumsum { dim } => {
+                let d = self.int(*dim);
+                let dtype = self.push(EValue::Null);
+                self.kernel("aten::cumsum", "out", vec![args[0], d, dtype, out, out]);
+            }
+            SelectCopy { dim, index } => {
+                let (d, i) = (self.int(*dim), self.int(*index));
+                self.kernel("aten::select_copy", "int_out", vec![args[0], d, i, out, out]);
+            }
+            IndexSelect { dim } => {
+                let d = self.int(*dim);
+                self.kernel("aten::index_select", "out", vec![args[0], d, args[1], out, out]);
+            }
+            Argmax { dim, keepdim } => {
+                let d = match dim {
+                    Some(d) => self.int(*d),
+                    None => self.push(EValue::Null),
+                };
+                let k = self.push(EValue::Bool(*keepdim));
+                self.kernel("aten::argmax", "out", vec![args[0], d, k, out, out]);
+            }
+            Gt { other } => {
+                let o = self.push(EValue::Double(*other));
+                self.kernel("aten::gt", "Scalar_out", vec![args[0], o, out, out]);
+            }
+            SymSize { dim } => {
+                let d = self.int(*dim);
+                self.kernel("aten::sym_size", "int", vec![args[0], d, out]);
+            }
+            ScalarAdd | ScalarSub | ScalarMul | ScalarEq | ScalarLt => {
+                let name = match op {
+                    ScalarAdd => "executorch_prim::add",
+                    ScalarSub => "executorch_prim::sub",
+                    ScalarMul => "executorch_prim::mul",
+                    ScalarEq => "executorch_prim::eq",
+                    _ => "executorch_prim::lt",
+                };
+                self.kernel(name, "Scalar", vec![args[0], args[1], out]);
+            }
+        }
+        out
+    }
+
+    fn call(&mut self, module: usize, args: &[usize], out_types: &[ValueType]) -> Vec<usize> {
+        let m = &self.modules[module];
+        // Outputs first (E16), then P1's scratch slots.
+        let outs: Vec<usize> = out_types.iter().map(|t| self.new_value(t)).collect();
+        let scratch: Vec<usize> =
+            m.scratch_specs.iter().map(|s| self.planned(ScalarType::BYTE, &[s.nbytes as usize], false)).collect();
+        let shares = self.opts.share && m.share_handle_across_calls && m.scratch_specs.is_empty();
+        let delegate_index = match self.shared_delegate.get(&module) {
+            Some(i) if shares => *i,
+            _ => {
+                let mut specs: Vec<CompileSpec> =
+                    m.compile_specs.iter().map(|(k, v)| CompileSpec::new(k.clone(), v.0.clone())).collect();
+                if !m.scratch_specs.is_empty() {
+                    let decl: Vec<ScratchSpec> = m
+                        .scratch_specs
+                        .iter()
+                        .map(|s| ScratchSpec { nbytes: s.nbytes, mem_id: s.mem_id.unwrap_or(-1) })
+                        .collect();
+                    specs.push(CompileSpec::new(SCRATCH_KEY, encode_scratch(&decl)));
+                }
+                self.delegates.push(BackendDelegate {
+                    id: Some(m.backend.clone()),
+                    // The blob index is filled in by the program-wide cache (E17) below.
+                    processed: Some(BackendDelegateDataReference {
+                        location: DataLocation::INLINE,
+                        index: module as u32,
+                    }),
+                    compile_specs: Some(specs),
+                });
+                let i = (self.delegates.len() - 1) as i32;
+                if shares {
+                    self.shared_delegate.insert(module, i);
+                }
+                i
+            }
+        };
+        let mut all: Vec<i32> = args.iter().map(|a| *a as i32).collect();
+        all.extend(outs.iter().map(|o| *o as i32));
+        all.extend(scratch.iter().map(|s| *s as i32));
+        self.instructions.push(Instruction::DelegateCall(DelegateCall { delegate_index, args: Some(all) }));
+        outs
+    }
+
+    /// Emits a graph. Method bodies get fresh input values (`bound = None`); sub-graphs have
+    /// their inputs bound to the operand values. Returns the value of every ref.
+    fn graph(
+        &mut self,
+        prog: &mut ProgramState,
+        g: &Graph,
+        bound: Option<&[usize]>,
+        path: &str,
+    ) -> Result<Vec<usize>, EmitError> {
+        let types = graph_types(g, self.modules, path)?;
+        let mut refs: Vec<usize> = Vec::with_capacity(types.len());
+        for c in &g.constants {
+            let idx = prog.constant(const_bytes(c));
+            refs.push(self.push(EValue::Tensor(Tensor {
+                scalar_type: dtype_scalar(c.dtype),
+                sizes: Some(c.shape.iter().map(|s| *s as i32).collect()),
+                dim_order: Some((0..c.shape.len() as u8).collect()),
+                data_buffer_idx: idx,
+                ..Tensor::default()
+            })));
+        }
+        match bound {
+            Some(b) => refs.extend_from_slice(b),
+            None => {
+                for t in &g.inputs {
+                    let v = self.new_value(t);
+                    refs.push(v);
+                }
+            }
+        }
+        for (i, node) in g.nodes.iter().enumerate() {
+            let p = format!("{path}.nodes[{i}]");
+            let before: Vec<ValueType> = types[..refs.len()].to_vec();
+            let out_types = node_types(node, &before, self.modules, &p)?;
+            let r = |x: &Ref| refs[*x];
+            let outs = match node {
+                Node::Op { op, args } => {
+                    let a: Vec<usize> = args.iter().map(r).collect();
+                    vec![self.op(op, &a, &out_types[0])]
+                }
+                Node::Call { module, args } => {
+                    let a: Vec<usize> = args.iter().map(r).collect();
+                    self.call(*module, &a, &out_types)
+                }
+                Node::Cond { pred, then_graph, else_graph, operands } => {
+                    let ops: Vec<usize> = operands.iter().map(r).collect();
+                    self.cond(prog, r(pred), then_graph, else_graph, &ops, &out_types, &p)?
+                }
+                Node::Map { body, xs, args } => {
+                    let extra: Vec<usize> = args.iter().map(r).collect();
+                    self.map(prog, body, r(xs), &extra, &types[*xs], &out_types, &p)?
+                }
+                Node::Scan { body, init, xs } => {
+                    let ini: Vec<usize> = init.iter().map(r).collect();
+                    let x: Vec<(usize, ValueType)> = xs.iter().map(|x| (r(x), types[*x].clone())).collect();
+                    self.scan(prog, body, &ini, &x, &out_types, &p)?
+                }
+                Node::While { cond, body, carried, .. } => {
+                    if !self.opts.allow_while {
+                        return Err(EmitError::UnsupportedWhile { path: p });
+                    }
+                    let c: Vec<usize> = carried.iter().map(r).collect();
+                    self.while_loop(prog, cond, body, &c, &out_types, &p)?
+                }
+            };
+            refs.extend(outs);
+        }
+        Ok(refs)
+    }
+
+    fn sub_outputs(
+        &mut self,
+        prog: &mut ProgramState,
+        g: &Graph,
+        bound: &[usize],
+        path: &str,
+    ) -> Result<Vec<usize>, EmitError> {
+        let refs = self.graph(prog, g, Some(bound), path)?;
+        Ok(g.outputs.iter().map(|o| refs[*o]).collect())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cond(
+        &mut self,
+        prog: &mut ProgramState,
+        pred: usize,
+        then_graph: &Graph,
+        else_graph: &Graph,
+        operands: &[usize],
+        out_types: &[ValueType],
+        path: &str,
+    ) -> Result<Vec<usize>, EmitError> {
+        // Shared outputs first (E23), then the layout of E23/E24.
+        let outs: Vec<usize> = out_types.iter().map(|t| self.new_value(t)).collect();
+        let first = self.jump(pred, 0);
+        let t = self.sub_outputs(prog, then_graph, operands, &format!("{path}.then_graph"))?;
+        for (from, to) in t.iter().zip(&outs) {
+            if from != to {
+                self.mov(*from, *to);
+            }
+        }
+        let always = self.push(EValue::Bool(false));
+        let second = self.jump(always, 0);
+        self.patch_jump(first, self.instructions.len());
+        let e = self.sub_outputs(prog, else_graph, operands, &format!("{path}.else_graph"))?;
+        for (from, to) in e.iter().zip(&outs) {
+            if from != to {
+                self.mov(*from, *to);
+            }
+        }
+        self.patch_jump(second, self.instructions.len());
+        Ok(outs)
+    }
+
+    /// The loop tail shared by map and scan (E25/E26): `iter += 1; done = iter == n;
+    /// if !done goto head; iter -= n`.
+    fn loop_tail(&mut self, iter: usize, n: usize, head: usize) {
+        let one = self.int(1);
+        self.kernel("executorch_prim::add", "Scalar", vec![iter, one, iter]);
+        let done = self.push(EValue::Bool(false));
+        self.kernel("executorch_prim::eq", "Scalar", vec![iter, n, done]);
+        self.jump(done, head);
+        self.kernel("executorch_prim::sub", "Scalar", vec![iter, n, iter]);
+    }
+
+    fn slice_of(&mut self, x: usize, x_type: &ValueType, iter: usize) -> usize {
+        let dim = self.int(0);
+        let slice = match x_type {
+            ValueType::Tensor { dtype, shape, .. } => self.planned(dtype_scalar(*dtype), &shape[1..], false),
+            other => self.new_value(other),
+        };
+        self.kernel("aten::select_copy", "int_out", vec![x, dim, iter, slice, slice]);
+        slice
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn map(
+        &mut self,
+        prog: &mut ProgramState,
+        body: &Graph,
+        xs: usize,
+        args: &[usize],
+        xs_type: &ValueType,
+        out_types: &[ValueType],
+        path: &str,
+    ) -> Result<Vec<usize>, EmitError> {
+        let out = self.new_value(&out_types[0]);
+        let (iter, n) = (self.int(0), self.int(0));
+        let dim = self.int(0);
+        self.kernel("aten::sym_size", "int", vec![xs, dim, n]);
+        let head = self.instructions.len();
+        let slice = self.slice_of(xs, xs_type, iter);
+        let mut bound = vec![slice];
+        bound.extend_from_slice(args);
+        let body_out = self.sub_outputs(prog, body, &bound, &format!("{path}.body"))?;
+        self.kernel("executorch_prim::et_copy_index", "tensor", vec![out, body_out[0], iter]);
+        self.loop_tail(iter, n, head);
+        Ok(vec![out])
+    }
+
+    fn scan(
+        &mut self,
+        prog: &mut ProgramState,
+        body: &Graph,
+        init: &[usize],
+        xs: &[(usize, ValueType)],
+        out_types: &[ValueType],
+        path: &str,
+    ) -> Result<Vec<usize>, EmitError> {
+        let outs: Vec<usize> = out_types.iter().map(|t| self.new_value(t)).collect();
+        let (carries, ys) = outs.split_at(init.len());
+        let (iter, n) = (self.int(0), self.int(0));
+        let dim = self.int(0);
+        self.kernel("aten::sym_size", "int", vec![xs[0].0, dim, n]);
+        for (c, i) in carries.iter().zip(init) {
+            self.copy_into(*c, *i);
+        }
+        let head = self.instructions.len();
+        let mut bound = carries.to_vec();
+        for (x, t) in xs {
+            let s = self.slice_of(*x, t, iter);
+            bound.push(s);
+        }
+        let body_out = self.sub_outputs(prog, body, &bound, &format!("{path}.body"))?;
+        for (c, new) in carries.iter().zip(&body_out) {
+            self.copy_into(*c, *new);
+        }
+        for (y, v) in ys.iter().zip(&body_out[init.len()..]) {
+            self.kernel("executorch_prim::et_copy_index", "tensor", vec![*y, *v, iter]);
+        }
+        self.loop_tail(iter, n, head);
+        Ok(outs)
+    }
+
+    fn while_loop(
+        &mut self,
+        prog: &mut ProgramState,
+        cond: &Graph,
+        body: &Graph,
+        carried: &[usize],
+        out_types: &[ValueType],
+        path: &str,
+    ) -> Result<Vec<usize>, EmitError> {
+        // P12: condition sub-graph, JumpFalseCall out of the loop, body, copies of the carried
+        // values, unconditional back-jump.
+        let outs: Vec<usize> = out_types.iter().map(|t| self.new_value(t)).collect();
+        for (o, c) in outs.iter().zip(carried) {
+            self.copy_into(*o, *c);
+        }
+        let head = self.instructions.len();
+        let c = self.sub_outputs(prog, cond, &outs, &format!("{path}.cond"))?;
+        let exit = self.jump(c[0], 0);
+        let new = self.sub_outputs(prog, body, &outs, &format!("{path}.body"))?;
+        for (o, v) in outs.iter().zip(&new) {
+            self.copy_into(*o, *v);
+        }
+        let always = self.push(EValue::Bool(false));
+        self.jump(always, head);
+        self.patch_jump(exit, self.instructions.len());
+        Ok(outs)
+    }
+}
+
+/// Emits `p`. Methods come out in sorted name order (E2).
+pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
+    crate::ir::infer::check_program(p)?;
+    let mut prog = ProgramState::default();
+    prog.constants.push(Vec::new());
+    let mut order: Vec<usize> = (0..p.methods.len()).collect();
+    order.sort_by(|a, b| p.methods[*a].name.cmp(&p.methods[*b].name));
+    let mut plans = Vec::with_capacity(order.len());
+    for mi in order {
+        let m = &p.methods[mi];
+        let mut st = MethodState {
+            modules: &p.modules,
+            opts: *opts,
+            values: Vec::new(),
+            operators: Vec::new(),
+            operator_cache: HashMap::new(),
+            delegates: Vec::new(),
+            shared_delegate: HashMap::new(),
+            instructions: Vec::new(),
+            arena: 0,
+        };
+        let path = format!("methods[{mi}].graph");
+        let refs = st.graph(&mut prog, &m.graph, None, &path)?;
+        let c = m.graph.constants.len();
+        let inputs: Vec<i32> = refs[c..c + m.graph.inputs.len()].iter().map(|v| *v as i32).collect();
+        let outputs: Vec<i32> = m.graph.outputs.iter().map(|o| refs[*o] as i32).collect();
+        // Resolve each delegate's blob through the program-wide cache (E17): the module index
+        // stored during emission becomes the blob index.
+        for d in st.delegates.iter_mut() {
+            if let Some(r) = d.processed.as_mut() {
+                r.index = prog.blob(&p.modules[r.index as usize].processed);
+            }
+        }
+        plans.push(ExecutionPlan {
+            name: Some(m.name.clone()),
+            container_meta_type: Some(ContainerMetadata {
+                encoded_inp_str: Some(String::new()),
+                encoded_out_str: Some(String::new()),
+            }),
+            values: Some(st.values),
+            inputs: Some(inputs),
+            outputs: Some(outputs),
+            chains: Some(vec![Chain {
+                inputs: Some(vec![]),
+                outputs: Some(vec![]),
+                instructions: Some(st.instructions),
+                stacktrace: None,
+            }]),
+            operators: Some(st.operators),
+            delegates: Some(st.delegates),
+            non_const_buffer_sizes: Some(if st.arena > 0 { vec![0, st.arena as i64] } else { vec![0] }),
+            non_const_buffer_device: None,
+        });
+    }
+    Ok(serialize(plans, prog, opts))
+}
+
+/// Segment layout and blob extraction (S1-S3).
+fn serialize(mut plans: Vec<ExecutionPlan>, prog: ProgramState, opts: &EmitOptions) -> Emitted {
+    let mut segment_data: Vec<Vec<u8>> = Vec::new();
+    // S1: constants -> segment 0, each but the last padded to 16.
+    let mut constant_bytes = Vec::new();
+    let mut offsets = vec![0u64];
+    for (k, c) in prog.constants.iter().enumerate().skip(1) {
+        offsets.push(constant_bytes.len() as u64);
+        constant_bytes.extend_from_slice(c);
+        if k + 1 < prog.constants.len() {
+            constant_bytes.resize(constant_bytes.len().div_ceil(CONSTANT_ALIGN) * CONSTANT_ALIGN, 0);
+        }
+    }
+    segment_data.push(constant_bytes);
+    let mut inline: Vec<BackendDelegateInlineData> = Vec::new();
+    if opts.delegate_segments {
+        // S3: one segment per distinct non-empty blob in order of first use; empty blobs stay
+        // inline, one entry per referencing delegate.
+        let mut segment_of: HashMap<u32, u32> = HashMap::new();
+        for plan in plans.iter_mut() {
+            for d in plan.delegates.iter_mut().flatten() {
+                let Some(r) = d.processed.as_mut() else { continue };
+                let blob = &prog.blobs[r.index as usize];
+                if blob.is_empty() {
+                    inline.push(BackendDelegateInlineData { data: Some(Bytes(Vec::new())) });
+                    *r = BackendDelegateDataReference {
+                        location: DataLocation::INLINE,
+                        index: (inline.len() - 1) as u32,
+                    };
+                    continue;
+                }
+                let seg = *segment_of.entry(r.index).or_insert_with(|| {
+                    segment_data.push(blob.clone());
+                    (segment_data.len() - 1) as u32
+                });
+                *r = BackendDelegateDataReference { location: DataLocation::SEGMENT, index: seg };
+            }
+        }
+    } else {
+        inline = prog.blobs.iter().map(|b| BackendDelegateInlineData { data: Some(Bytes(b.clone())) }).collect();
+    }
+    let sizes: Vec<(u64, u64)> = segment_data.iter().map(|d| (d.len() as u64, 1)).collect();
+    let program = Program {
+        version: 0,
+        execution_plan: Some(plans),
+        constant_buffer: Some(vec![]),
+        backend_delegate_data: Some(inline),
+        segments: Some(format::layout_segments(&sizes, 128)),
+        constant_segment: Some(SubsegmentOffsets { segment_index: 0, offsets: Some(offsets) }),
+        mutable_data_segments: None,
+        named_data: None,
+    };
+    Emitted { program, segment_data }
+}

@@ -1,0 +1,378 @@
+//! Type checking of IR programs: every ref in range and earlier than its use, operand kinds,
+//! dtypes and shapes, call signatures and control-flow signatures. Produces the type of every
+//! ref of a graph, which the emitter needs for tensor metadata.
+
+use super::*;
+use thiserror::Error;
+
+/// An invalid IR program, with the path of the offending node or field.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{path}: {detail}")]
+pub struct IrError {
+    /// Where, e.g. `methods[0].graph.nodes[3]`.
+    pub path: String,
+    /// What.
+    pub detail: String,
+}
+
+pub(crate) fn err(path: &str, detail: impl Into<String>) -> IrError {
+    IrError { path: path.to_string(), detail: detail.into() }
+}
+
+/// Numpy-style broadcast of two shapes.
+pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    (0..n)
+        .map(|i| {
+            let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+            let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+            match (da, db) {
+                (x, y) if x == y => Some(x),
+                (1, y) => Some(y),
+                (x, 1) => Some(x),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Normalises a possibly negative dimension.
+pub fn norm_dim(dim: i64, rank: usize) -> Option<usize> {
+    let r = rank as i64;
+    let d = if dim < 0 { dim + r } else { dim };
+    (0..r).contains(&d).then_some(d as usize)
+}
+
+fn tensor<'t>(t: &'t ValueType, path: &str, what: &str) -> Result<(Dtype, &'t [usize], bool), IrError> {
+    match t {
+        ValueType::Tensor { dtype, shape, dynamic } => Ok((*dtype, shape, *dynamic)),
+        other => Err(err(path, format!("{what} must be a tensor, is {other:?}"))),
+    }
+}
+
+fn arity(args: &[Ref], n: usize, path: &str) -> Result<(), IrError> {
+    if args.len() != n {
+        return Err(err(path, format!("takes {n} operands, got {}", args.len())));
+    }
+    Ok(())
+}
+
+fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> {
+    use Op::*;
+    let t = |dtype, shape, dynamic| ValueType::Tensor { dtype, shape, dynamic };
+    Ok(match op {
+        Add | Sub | Mul => {
+            let (da, sa, ya) = tensor(a[0], path, "lhs")?;
+            let (db, sb, yb) = tensor(a[1], path, "rhs")?;
+            if da != db || da == Dtype::Bool {
+                return Err(err(path, format!("operands must share a numeric dtype, got {da:?} and {db:?}")));
+            }
+            let shape =
+                broadcast(sa, sb).ok_or_else(|| err(path, format!("shapes {sa:?} and {sb:?} do not broadcast")))?;
+            t(da, shape, ya || yb)
+        }
+        Relu | Sin | Cos => {
+            let (d, s, y) = tensor(a[0], path, "operand")?;
+            if d != Dtype::F32 && !(matches!(op, Relu) && d == Dtype::I64) {
+                return Err(err(path, format!("{op:?} does not take {d:?}")));
+            }
+            t(d, s.to_vec(), y)
+        }
+        Linear | Addmm | Mm => {
+            let (x, w, bias) = match op {
+                Linear => (a[0], a[1], Some(a[2])),
+                Addmm => (a[1], a[2], Some(a[0])),
+                _ => (a[0], a[1], None),
+            };
+            let (dx, sx, _) = tensor(x, path, "input")?;
+            let (dw, sw, _) = tensor(w, path, "weight")?;
+            if dx != Dtype::F32 || dw != Dtype::F32 || sx.len() != 2 || sw.len() != 2 {
+                return Err(err(path, format!("needs 2-d f32 operands, got {sx:?} and {sw:?}")));
+            }
+            let (k, m) = if matches!(op, Linear) { (sw[1], sw[0]) } else { (sw[0], sw[1]) };
+            if sx[1] != k {
+                return Err(err(path, format!("inner dimensions differ: {sx:?} and {sw:?}")));
+            }
+            let out = vec![sx[0], m];
+            if let Some(b) = bias {
+                let (db, sb, _) = tensor(b, path, "bias")?;
+                if db != Dtype::F32 || broadcast(sb, &out).as_deref() != Some(&out[..]) {
+                    return Err(err(path, format!("bias {sb:?} does not broadcast to {out:?}")));
+                }
+            }
+            t(Dtype::F32, out, false)
+        }
+        PermuteCopy { dims } => {
+            let (d, s, y) = tensor(a[0], path, "operand")?;
+            let mut seen = vec![false; s.len()];
+            let mut out = Vec::with_capacity(s.len());
+            for &x in dims {
+                let k = norm_dim(x, s.len())
+                    .filter(|k| !seen[*k])
+                    .ok_or_else(|| err(path, format!("bad permutation {dims:?}")))?;
+                seen[k] = true;
+                out.push(s[k]);
+            }
+            if dims.len() != s.len() {
+                return Err(err(path, format!("permutation {dims:?} for rank {}", s.len())));
+            }
+            t(d, out, y)
+        }
+        Cumsum { dim } => {
+            let (d, s, y) = tensor(a[0], path, "operand")?;
+            norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
+            if d == Dtype::Bool {
+                return Err(err(path, "cumsum of bool"));
+            }
+            t(d, s.to_vec(), y)
+        }
+        SelectCopy { dim, index } => {
+            let (d, s, y) = tensor(a[0], path, "operand")?;
+            let k = norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
+            let n = s[k] as i64;
+            if !(-n..n).contains(index) {
+                return Err(err(path, format!("index {index} out of range for size {n}")));
+            }
+            let mut out = s.to_vec();
+            out.remove(k);
+            t(d, out, y)
+        }
+        IndexSelect { dim } => {
+            let (d, s, y) = tensor(a[0], path, "operand")?;
+            let (di, si, _) = tensor(a[1], path, "index")?;
+            if di != Dtype::I64 || si.len() != 1 {
+                return Err(err(path, "index must be a 1-d i64 tensor"));
+            }
+            let k = norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
+            let mut out = s.to_vec();
+            out[k] = si[0];
+            t(d, out, y)
+        }
+        Argmax { dim, keepdim } => {
+            let (d, s, _) = tensor(a[0], path, "operand")?;
+            if d == Dtype::Bool || s.iter().product::<usize>() == 0 {
+                return Err(err(path, "argmax needs a non-empty numeric tensor"));
+            }
+            let out = match dim {
+                None => {
+                    if *keepdim {
+                        vec![1; s.len()]
+                    } else {
+                        vec![]
+                    }
+                }
+                Some(dim) => {
+                    let k = norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
+                    let mut o = s.to_vec();
+                    if *keepdim {
+                        o[k] = 1;
+                    } else {
+                        o.remove(k);
+                    }
+                    o
+                }
+            };
+            t(Dtype::I64, out, false)
+        }
+        Gt { .. } => {
+            let (_, s, y) = tensor(a[0], path, "operand")?;
+            t(Dtype::Bool, s.to_vec(), y)
+        }
+        SymSize { dim } => {
+            let (_, s, _) = tensor(a[0], path, "operand")?;
+            norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
+            ValueType::Int
+        }
+        ScalarAdd | ScalarSub | ScalarMul | ScalarEq | ScalarLt => {
+            if a.iter().any(|x| **x != ValueType::Int) {
+                return Err(err(path, "scalar ops take two Ints"));
+            }
+            if matches!(op, ScalarEq | ScalarLt) {
+                ValueType::Bool
+            } else {
+                ValueType::Int
+            }
+        }
+    })
+}
+
+/// Operand count of an op.
+pub fn op_arity(op: &Op) -> usize {
+    match op {
+        Op::Add | Op::Sub | Op::Mul | Op::Mm | Op::IndexSelect { .. } => 2,
+        Op::ScalarAdd | Op::ScalarSub | Op::ScalarMul | Op::ScalarEq | Op::ScalarLt => 2,
+        Op::Linear | Op::Addmm => 3,
+        _ => 1,
+    }
+}
+
+fn same_types(want: &[ValueType], got: &[ValueType], path: &str, what: &str) -> Result<(), IrError> {
+    if want != got {
+        return Err(err(path, format!("{what}: expected {want:?}, got {got:?}")));
+    }
+    Ok(())
+}
+
+/// Output types of one node, given the types of the refs before it.
+pub fn node_types(
+    node: &Node,
+    types: &[ValueType],
+    modules: &[LoweredModule],
+    path: &str,
+) -> Result<Vec<ValueType>, IrError> {
+    let get = |r: Ref| {
+        types
+            .get(r)
+            .cloned()
+            .ok_or_else(|| err(path, format!("ref {r} is not defined before this node ({} defined)", types.len())))
+    };
+    let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>();
+    match node {
+        Node::Op { op, args } => {
+            arity(args, op_arity(op), path)?;
+            let a = get_all(args)?;
+            Ok(vec![op_type(op, &a.iter().collect::<Vec<_>>(), path)?])
+        }
+        Node::Call { module, args } => {
+            let m = modules
+                .get(*module)
+                .ok_or_else(|| err(path, format!("module {module} does not exist ({} modules)", modules.len())))?;
+            let sig = graph_types(&m.graph, modules, &format!("modules[{module}].graph"))?;
+            let c = m.graph.constants.len();
+            same_types(&sig[c..c + m.graph.inputs.len()], &get_all(args)?, path, "call arguments")?;
+            Ok(m.graph.outputs.iter().map(|r| sig[*r].clone()).collect())
+        }
+        Node::Cond { pred, then_graph, else_graph, operands } => {
+            match get(*pred)? {
+                ValueType::Bool | ValueType::Tensor { dtype: Dtype::Bool, .. } => {}
+                other => return Err(err(path, format!("pred must be Bool, is {other:?}"))),
+            }
+            let ops = get_all(operands)?;
+            let t = graph_io(then_graph, modules, &format!("{path}.then_graph"))?;
+            let e = graph_io(else_graph, modules, &format!("{path}.else_graph"))?;
+            same_types(&t.0, &ops, path, "then_graph inputs")?;
+            same_types(&e.0, &ops, path, "else_graph inputs")?;
+            same_types(&t.1, &e.1, path, "branch outputs")?;
+            if t.1.iter().any(|x| !matches!(x, ValueType::Tensor { .. })) {
+                return Err(err(path, "cond outputs must be tensors"));
+            }
+            Ok(t.1)
+        }
+        Node::Map { body, xs, args } => {
+            let (d, s, _) = tensor(&get(*xs)?, path, "xs").map(|(d, s, y)| (d, s.to_vec(), y))?;
+            if s.is_empty() || s[0] == 0 {
+                return Err(err(path, "map needs a non-empty leading dimension"));
+            }
+            let mut ins = vec![ValueType::tensor(d, s[1..].to_vec())];
+            ins.extend(get_all(args)?);
+            let (bin, bout) = graph_io(body, modules, &format!("{path}.body"))?;
+            same_types(&bin, &ins, path, "body inputs")?;
+            if bout.len() != 1 {
+                return Err(err(path, "map body must have exactly one output"));
+            }
+            let (od, os, _) = tensor(&bout[0], path, "body output")?;
+            let mut shape = vec![s[0]];
+            shape.extend_from_slice(os);
+            Ok(vec![ValueType::Tensor { dtype: od, shape, dynamic: true }])
+        }
+        Node::Scan { body, init, xs } => {
+            if xs.is_empty() {
+                return Err(err(path, "scan needs at least one xs (E26)"));
+            }
+            let carries = get_all(init)?;
+            let mut slices = Vec::new();
+            let mut n = None;
+            for x in xs {
+                let (d, s, _) = tensor(&get(*x)?, path, "xs").map(|(d, s, y)| (d, s.to_vec(), y))?;
+                if s.is_empty() || s[0] == 0 || n.is_some_and(|n| n != s[0]) {
+                    return Err(err(path, "scanned tensors need one non-empty leading dimension"));
+                }
+                n = Some(s[0]);
+                slices.push(ValueType::tensor(d, s[1..].to_vec()));
+            }
+            if carries.iter().any(|c| !matches!(c, ValueType::Tensor { .. })) {
+                return Err(err(path, "scan carries must be tensors"));
+            }
+            let (bin, bout) = graph_io(body, modules, &format!("{path}.body"))?;
+            let mut want_in = carries.clone();
+            want_in.extend(slices);
+            same_types(&bin, &want_in, path, "body inputs")?;
+            if bout.len() < carries.len() {
+                return Err(err(path, "body returns fewer values than carries"));
+            }
+            same_types(&bout[..carries.len()], &carries, path, "new carries")?;
+            let mut out = carries;
+            for y in &bout[init.len()..] {
+                let (d, s, _) = tensor(y, path, "scan output")?;
+                let mut shape = vec![n.unwrap_or(1)];
+                shape.extend_from_slice(s);
+                out.push(ValueType::Tensor { dtype: d, shape, dynamic: true });
+            }
+            Ok(out)
+        }
+        Node::While { cond, body, carried, .. } => {
+            let c = get_all(carried)?;
+            let (cin, cout) = graph_io(cond, modules, &format!("{path}.cond"))?;
+            same_types(&cin, &c, path, "cond inputs")?;
+            same_types(&cout, &[ValueType::Bool], path, "cond output")?;
+            let (bin, bout) = graph_io(body, modules, &format!("{path}.body"))?;
+            same_types(&bin, &c, path, "body inputs")?;
+            same_types(&bout, &c, path, "body outputs")?;
+            Ok(c)
+        }
+    }
+}
+
+/// Input and output types of a graph.
+pub fn graph_io(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<(Vec<ValueType>, Vec<ValueType>), IrError> {
+    let types = graph_types(g, modules, path)?;
+    let c = g.constants.len();
+    Ok((types[c..c + g.inputs.len()].to_vec(), g.outputs.iter().map(|r| types[*r].clone()).collect()))
+}
+
+/// Types of every ref of a graph (constants, inputs, node outputs).
+pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<Vec<ValueType>, IrError> {
+    let mut types: Vec<ValueType> = Vec::new();
+    for (i, c) in g.constants.iter().enumerate() {
+        let n: usize = c.shape.iter().product();
+        if n != c.values.len() {
+            return Err(err(
+                &format!("{path}.constants[{i}]"),
+                format!("{} values for shape {:?}", c.values.len(), c.shape),
+            ));
+        }
+        types.push(ValueType::tensor(c.dtype, c.shape.clone()));
+    }
+    types.extend(g.inputs.iter().cloned());
+    for (i, n) in g.nodes.iter().enumerate() {
+        let out = node_types(n, &types, modules, &format!("{path}.nodes[{i}]"))?;
+        types.extend(out);
+    }
+    for (k, r) in g.outputs.iter().enumerate() {
+        if *r >= types.len() {
+            return Err(err(
+                &format!("{path}.outputs[{k}]"),
+                format!("ref {r} is not defined ({} defined)", types.len()),
+            ));
+        }
+    }
+    Ok(types)
+}
+
+/// Checks a whole program: every module graph, every method graph, unique method names.
+pub fn check_program(p: &IrProgram) -> Result<(), IrError> {
+    for (i, m) in p.modules.iter().enumerate() {
+        graph_types(&m.graph, &p.modules, &format!("modules[{i}].graph"))?;
+        if m.graph.nodes.iter().any(|n| !matches!(n, Node::Op { .. })) {
+            return Err(err(&format!("modules[{i}].graph"), "a lowered module holds CPU ops only"));
+        }
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (i, m) in p.methods.iter().enumerate() {
+        if !names.insert(m.name.as_str()) {
+            return Err(err(&format!("methods[{i}].name"), format!("duplicate method `{}`", m.name)));
+        }
+        graph_types(&m.graph, &p.modules, &format!("methods[{i}].graph"))?;
+    }
+    Ok(())
+}
