@@ -53,11 +53,11 @@ pub fn scratch_bytes(g: &Graph) -> u64 {
     let types = graph_types(g, &[], "graph").unwrap_or_default();
     g.outputs
         .iter()
-        .filter_map(|o| match types.get(*o) {
+        .map(|o| match types.get(*o) {
             Some(ValueType::Tensor { dtype, shape, .. }) => {
-                Some(shape.iter().product::<usize>() as u64 * dtype_size(*dtype) as u64)
+                shape.iter().product::<usize>() as u64 * dtype_size(*dtype) as u64
             }
-            _ => Some(8),
+            _ => 8,
         })
         .max()
         .unwrap_or(8)

@@ -106,10 +106,7 @@ fn matmul(x: &Tens, w: &Tens, w_transposed: bool, bias: Option<&Tens>, path: &st
     let (n, k) = (x.shape[0], x.shape[1]);
     let m = if w_transposed { w.shape[0] } else { w.shape[1] };
     let out = vec![n, m];
-    let bm = match bias {
-        Some(b) => Some(bmap(&out, &b.shape)),
-        None => None,
-    };
+    let bm = bias.map(|b| bmap(&out, &b.shape));
     let mut data = Vec::with_capacity(n * m);
     for i in 0..n {
         for j in 0..m {
