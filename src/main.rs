@@ -58,6 +58,32 @@ enum Command {
         #[arg(long, default_value_t = ptecheck::runtime::DEFAULT_INSTRUCTION_BUDGET)]
         budget: u64,
     },
+    /// Emit a program: from saved-program JSON or a built-in example, to a .pte file.
+    Emit {
+        /// Saved-program JSON (see --save-json).
+        program: Option<PathBuf>,
+        /// A built-in example instead of a file.
+        #[arg(long, conflicts_with = "program")]
+        example: Option<String>,
+        /// Output .pte path.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+        /// Emit as if no backend opted in to handle sharing.
+        #[arg(long)]
+        no_share: bool,
+        /// Keep delegate blobs inline instead of in segments.
+        #[arg(long)]
+        inline_delegates: bool,
+        /// Allow while_loop (lowered as P12).
+        #[arg(long)]
+        allow_while: bool,
+        /// Print the saved-program JSON instead of emitting.
+        #[arg(long)]
+        save_json: bool,
+        /// Print the emitted program's listing (values, instructions, delegates).
+        #[arg(long)]
+        listing: bool,
+    },
     /// Load FILE and run every init-time check without executing; print each violation.
     Check {
         /// File to check (`-` = stdin).
@@ -328,11 +354,83 @@ fn print_trace(trace: &ptecheck::runtime::Trace) {
     }
 }
 
+struct EmitArgs {
+    program: Option<PathBuf>,
+    example: Option<String>,
+    output: Option<PathBuf>,
+    no_share: bool,
+    inline_delegates: bool,
+    allow_while: bool,
+    save_json: bool,
+    listing: bool,
+}
+
+fn emit(a: EmitArgs) -> ExitCode {
+    use ptecheck::gen::examples::{example, EXAMPLES};
+    let program = match (&a.program, &a.example) {
+        (Some(path), _) => {
+            let text = match read_input(path)
+                .and_then(|b| String::from_utf8(b).map_err(|e| format!("{}: {e}", path.display())))
+            {
+                Ok(t) => t,
+                Err(e) => return fail(2, e),
+            };
+            match ptecheck::ir::saved::load(&text) {
+                Ok(p) => p,
+                Err(e) => return fail(2, format!("{e} ({})", path.display())),
+            }
+        }
+        (None, Some(name)) => match example(name) {
+            Some(p) => p,
+            None => return fail(2, format!("no example `{name}`; examples: {}", EXAMPLES.join(", "))),
+        },
+        (None, None) => return fail(2, format!("give PROGRAM.json or --example NAME ({})", EXAMPLES.join(", "))),
+    };
+    if a.save_json {
+        print!("{}", ptecheck::ir::saved::save(&program));
+        return ExitCode::SUCCESS;
+    }
+    let opts = ptecheck::emit::EmitOptions {
+        share: !a.no_share,
+        delegate_segments: !a.inline_delegates,
+        allow_while: a.allow_while,
+    };
+    let bytes = match ptecheck::emit::emit(&program, &opts)
+        .map_err(|e| e.to_string())
+        .and_then(|e| e.to_bytes().map_err(|e| e.to_string()))
+    {
+        Ok(b) => b,
+        Err(e) => return fail(1, e),
+    };
+    if a.listing {
+        match ptecheck::format::load(&bytes) {
+            Ok(l) => print!("{}", ptecheck::inspect::listing(&l)),
+            Err(e) => return fail(1, format!("emitted program does not load: {e}")),
+        }
+    }
+    match &a.output {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &bytes) {
+                return fail(2, format!("cannot write {}: {e}", path.display()));
+            }
+            if !a.listing {
+                println!("wrote {} ({} bytes)", path.display(), bytes.len());
+            }
+        }
+        None if !a.listing => return fail(2, "give -o OUT.pte (or --listing / --save-json)"),
+        None => {}
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect { files, json, dot } => inspect(files, json, dot),
         Command::Check { file } => check(&file),
+        Command::Emit { program, example, output, no_share, inline_delegates, allow_while, save_json, listing } => {
+            emit(EmitArgs { program, example, output, no_share, inline_delegates, allow_while, save_json, listing })
+        }
         Command::Run { file, method, inputs, data, options, json, trace, expect, budget } => {
             run(RunArgs { file, method, inputs, data, options, json, trace, expect, budget })
         }

@@ -100,3 +100,61 @@ fn check_passes_a_real_file_and_lists_violations_of_a_bad_one() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().filter(|l| l.starts_with("error: ") && l.contains("names delegate")).count(), 3, "{err}");
 }
+
+#[test]
+fn emit_example_save_json_and_emit_it_back_byte_identical() {
+    let dir = std::env::temp_dir().join(format!("ptecheck-cli-emit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    for name in ["denoise-loop", "cond-delegates", "multi-method"] {
+        let json = bin().args(["emit", "--example", name, "--save-json"]).output().expect("runs");
+        assert!(json.status.success());
+        let jpath = dir.join(format!("{name}.json"));
+        std::fs::write(&jpath, &json.stdout).expect("write");
+        let (a, b) = (dir.join(format!("{name}-a.pte")), dir.join(format!("{name}-b.pte")));
+        assert!(bin()
+            .args(["emit", "--example", name, "-o", a.to_str().expect("p")])
+            .status()
+            .expect("runs")
+            .success());
+        assert!(bin()
+            .args(["emit", jpath.to_str().expect("p"), "-o", b.to_str().expect("p")])
+            .status()
+            .expect("runs")
+            .success());
+        assert_eq!(std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b"), "{name}");
+    }
+    let run = |share: &[&str]| {
+        let p = dir.join("denoise.pte");
+        let mut args = vec!["emit", "--example", "denoise-loop", "-o", p.to_str().expect("p")];
+        args.extend_from_slice(share);
+        assert!(bin().args(&args).status().expect("runs").success());
+        let out = bin().args(["run", p.to_str().expect("p"), "--trace"]).output().expect("runs");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run(&[]).contains("trace: 1 init"), "shared");
+    assert!(run(&["--no-share"]).contains("trace: 10 init"), "unshared");
+    let bad = bin().args(["emit", "--example", "nope", "-o", "/dev/null"]).output().expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn run_expect_reports_match_and_unavailable_backends() {
+    let ok = bin()
+        .args(["run", &corpus("cpu_linear_relu"), "--expect", &corpus("cpu_linear_relu").replace(".pte", ".io.json")])
+        .output()
+        .expect("runs");
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stdout));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("largest ulp gap: 0"));
+    let xnn = bin()
+        .args([
+            "run",
+            &corpus("xnn_single_partition"),
+            "--expect",
+            &corpus("xnn_single_partition").replace(".pte", ".io.json"),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(xnn.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&xnn.stdout).contains("backend not available"));
+}

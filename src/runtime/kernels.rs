@@ -607,5 +607,7 @@ pub const KERNELS: &[(&str, usize, Kernel)] = &[
 
 /// The kernel and argument count of an operator, by qualified name.
 pub fn lookup(qualified: &str) -> Option<(usize, Kernel)> {
-    KERNELS.iter().find(|(n, _, _)| *n == qualified).map(|(_, a, k)| (*a, *k))
+    // An empty overload is the default one: `name` resolves as `name.default`.
+    let default = (!qualified.contains('.')).then(|| format!("{qualified}.default"));
+    KERNELS.iter().find(|(n, _, _)| *n == qualified || default.as_deref() == Some(*n)).map(|(_, a, k)| (*a, *k))
 }

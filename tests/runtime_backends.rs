@@ -1,0 +1,82 @@
+//! Test backends at run time: sharing a stateful (`argkeep`) handle is visible as wrong
+//! outputs, and mutable buffers start from their serialized initial values.
+
+use ptecheck::backends::default_runtime;
+use ptecheck::backends::graph::{lower, Flavor};
+use ptecheck::emit::{emit, EmitOptions};
+use ptecheck::format;
+use ptecheck::gen::examples::step_graph;
+use ptecheck::ir::build::{f32_tensor, GraphBuilder};
+use ptecheck::ir::{IrMethod, IrProgram};
+use ptecheck::program::*;
+use ptecheck::runtime::{HostTensor, HostValue, Trace};
+
+fn two_calls(share_flag: bool) -> IrProgram {
+    let mut m = lower(Flavor::ArgKeep, step_graph(), vec![]).expect("lowers");
+    m.share_handle_across_calls = share_flag;
+    let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, 4])]);
+    let a = g.call(0, &[g.input(0)], 1)[0];
+    let b = g.call(0, &[a], 1)[0];
+    IrProgram { methods: vec![IrMethod { name: "forward".into(), graph: g.finish(&[b]) }], modules: vec![m] }
+}
+
+fn run(p: &IrProgram) -> (Vec<HostValue>, usize) {
+    let bytes = emit(p, &EmitOptions::default()).expect("emits").to_bytes().expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let trace = Trace::default();
+    let mut m = default_runtime().load_method(&loaded, "forward", None, &trace).expect("loads");
+    m.set_input(0, &HostValue::Tensor(HostTensor::f32(vec![2, 4], &[0.1, 0.2, 0.3, 0.4, -0.1, -0.2, -0.3, -0.4])))
+        .expect("input");
+    m.execute().expect("runs");
+    (m.outputs().expect("outputs"), trace.summary().inits)
+}
+
+#[test]
+fn argkeep_wrongly_opted_in_gives_different_outputs() {
+    let (right, inits_right) = run(&two_calls(false));
+    let (wrong, inits_wrong) = run(&two_calls(true));
+    assert_eq!((inits_right, inits_wrong), (2, 1));
+    assert_ne!(right, wrong, "a shared argkeep handle reads the first call's slots on the second call");
+}
+
+#[test]
+fn mutable_buffers_start_from_their_segment() {
+    let p = two_calls(false);
+    let e = emit(&p, &EmitOptions::default()).expect("emits");
+    let mut program = e.program.clone();
+    let mut segs = e.segment_data.clone();
+    let init: Vec<u8> = [1.5f32, -2.25].iter().flat_map(|v| v.to_le_bytes()).collect();
+    segs.push(init.clone());
+    let sizes: Vec<(u64, u64)> = segs.iter().map(|d| (d.len() as u64, 1)).collect();
+    program.segments = Some(format::layout_segments(&sizes, 128));
+    program.mutable_data_segments =
+        Some(vec![SubsegmentOffsets { segment_index: (segs.len() - 1) as u32, offsets: Some(vec![0, 0]) }]);
+    let plan = &mut program.execution_plan.as_mut().expect("plans")[0];
+    let arena = plan.non_const_buffer_sizes.as_ref().expect("sizes")[1];
+    plan.non_const_buffer_sizes = Some(vec![0, arena + 16]);
+    let values = plan.values.as_mut().expect("values");
+    values.push(EValue::Tensor(Tensor {
+        scalar_type: ScalarType::FLOAT,
+        sizes: Some(vec![2]),
+        dim_order: Some(vec![0]),
+        data_buffer_idx: 1,
+        allocation_info: Some(AllocationDetails {
+            memory_id: 1,
+            memory_offset_low: arena as u32,
+            memory_offset_high: 0,
+        }),
+        ..Tensor::default()
+    }));
+    let v = (values.len() - 1) as i32;
+    plan.outputs = Some(vec![v]);
+    let refs: Vec<&[u8]> = segs.iter().map(Vec::as_slice).collect();
+    let bytes = format::write(&program, &refs, &Default::default()).expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let mut m = default_runtime().load_method(&loaded, "forward", None, &Trace::default()).expect("loads");
+    m.set_input(0, &HostValue::Tensor(HostTensor::zeros(ScalarType::FLOAT, vec![2, 4]))).expect("input");
+    m.execute().expect("runs");
+    assert_eq!(
+        m.outputs().expect("outputs"),
+        vec![HostValue::Tensor(HostTensor { dtype: ScalarType::FLOAT, sizes: vec![2], data: init })]
+    );
+}
