@@ -13,6 +13,9 @@ pub mod program;
 #[forbid(unsafe_code)]
 pub mod ir;
 
+#[forbid(unsafe_code)]
+pub mod fault;
+
 pub mod format;
 
 #[forbid(unsafe_code)]

@@ -394,6 +394,7 @@ fn emit(a: EmitArgs) -> ExitCode {
         share: !a.no_share,
         delegate_segments: !a.inline_delegates,
         allow_while: a.allow_while,
+        fault: None,
     };
     let bytes = match ptecheck::emit::emit(&program, &opts)
         .map_err(|e| e.to_string())

@@ -10,6 +10,7 @@
 //! bump allocator (16-byte aligned, no reuse) in arena 1.
 //! May not touch: bytes (that is `format::write`), the runtime.
 
+use crate::fault::Fault;
 use crate::format::{self, FormatError, WriteOptions};
 use crate::ir::infer::{graph_types, node_types, IrError};
 use crate::ir::{ConstTensor, Dtype, Graph, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
@@ -28,11 +29,13 @@ pub struct EmitOptions {
     pub delegate_segments: bool,
     /// Allow `while_loop` (P12); without it, E27's InternalError.
     pub allow_while: bool,
+    /// A seeded bug to exhibit (mutation testing only; `None` in normal use).
+    pub fault: Option<Fault>,
 }
 
 impl Default for EmitOptions {
     fn default() -> Self {
-        EmitOptions { share: true, delegate_segments: true, allow_while: false }
+        EmitOptions { share: true, delegate_segments: true, allow_while: false, fault: None }
     }
 }
 
@@ -124,6 +127,8 @@ struct MethodState<'p> {
     shared_delegate: HashMap<usize, i32>,
     instructions: Vec<Instruction>,
     arena: usize,
+    /// Nesting depth of loop bodies being emitted.
+    loop_depth: usize,
 }
 
 fn dtype_scalar(d: Dtype) -> ScalarType {
@@ -310,9 +315,22 @@ impl MethodState<'_> {
         let outs: Vec<usize> = out_types.iter().map(|t| self.new_value(t)).collect();
         let scratch: Vec<usize> =
             m.scratch_specs.iter().map(|s| self.planned(ScalarType::BYTE, &[s.nbytes as usize], false)).collect();
-        let shares = self.opts.share && m.share_handle_across_calls && m.scratch_specs.is_empty();
-        let delegate_index = match self.shared_delegate.get(&module) {
-            Some(i) if shares => *i,
+        let fault = self.opts.fault;
+        let mut shares = self.opts.share
+            && m.share_handle_across_calls
+            && (m.scratch_specs.is_empty() || fault == Some(Fault::ShareScratch));
+        // The sharing key is the module's identity (P4) — unless a seeded bug keys it by bytes.
+        let mut key = module;
+        if matches!(fault, Some(Fault::ShareIdenticalBlobs) | Some(Fault::DedupWholeDelegate)) {
+            key = self.modules.iter().position(|o| o.processed == m.processed).unwrap_or(module);
+            shares |= fault == Some(Fault::DedupWholeDelegate);
+        }
+        let wrong = (fault == Some(Fault::WrongDelegateInLoop) && self.loop_depth > 0)
+            .then(|| self.shared_delegate.iter().find(|(k, _)| **k != key).map(|(_, v)| *v))
+            .flatten();
+        let delegate_index = match (wrong, self.shared_delegate.get(&key)) {
+            (Some(w), _) => w,
+            (None, Some(i)) if shares => *i,
             _ => {
                 let mut specs: Vec<CompileSpec> =
                     m.compile_specs.iter().map(|(k, v)| CompileSpec::new(k.clone(), v.0.clone())).collect();
@@ -334,14 +352,17 @@ impl MethodState<'_> {
                     compile_specs: Some(specs),
                 });
                 let i = (self.delegates.len() - 1) as i32;
-                if shares {
-                    self.shared_delegate.insert(module, i);
+                if shares || fault == Some(Fault::WrongDelegateInLoop) {
+                    self.shared_delegate.entry(key).or_insert(i);
                 }
                 i
             }
         };
         let mut all: Vec<i32> = args.iter().map(|a| *a as i32).collect();
         all.extend(outs.iter().map(|o| *o as i32));
+        if fault == Some(Fault::DropLastDelegateOutput) {
+            all.pop();
+        }
         all.extend(scratch.iter().map(|s| *s as i32));
         self.instructions.push(Instruction::DelegateCall(DelegateCall { delegate_index, args: Some(all) }));
         outs
@@ -450,7 +471,8 @@ impl MethodState<'_> {
         }
         let always = self.push(EValue::Bool(false));
         let second = self.jump(always, 0);
-        self.patch_jump(first, self.instructions.len());
+        let early = usize::from(self.opts.fault == Some(Fault::JumpOffByOne));
+        self.patch_jump(first, self.instructions.len() - early);
         let e = self.sub_outputs(prog, else_graph, operands, &format!("{path}.else_graph"))?;
         for (from, to) in e.iter().zip(&outs) {
             if from != to {
@@ -501,7 +523,10 @@ impl MethodState<'_> {
         let slice = self.slice_of(xs, xs_type, iter);
         let mut bound = vec![slice];
         bound.extend_from_slice(args);
-        let body_out = self.sub_outputs(prog, body, &bound, &format!("{path}.body"))?;
+        self.loop_depth += 1;
+        let body_out = self.sub_outputs(prog, body, &bound, &format!("{path}.body"));
+        self.loop_depth -= 1;
+        let body_out = body_out?;
         self.kernel("executorch_prim::et_copy_index", "tensor", vec![out, body_out[0], iter]);
         self.loop_tail(iter, n, head);
         Ok(vec![out])
@@ -530,7 +555,10 @@ impl MethodState<'_> {
             let s = self.slice_of(*x, t, iter);
             bound.push(s);
         }
-        let body_out = self.sub_outputs(prog, body, &bound, &format!("{path}.body"))?;
+        self.loop_depth += 1;
+        let body_out = self.sub_outputs(prog, body, &bound, &format!("{path}.body"));
+        self.loop_depth -= 1;
+        let body_out = body_out?;
         for (c, new) in carries.iter().zip(&body_out) {
             self.copy_into(*c, *new);
         }
@@ -559,7 +587,10 @@ impl MethodState<'_> {
         let head = self.instructions.len();
         let c = self.sub_outputs(prog, cond, &outs, &format!("{path}.cond"))?;
         let exit = self.jump(c[0], 0);
-        let new = self.sub_outputs(prog, body, &outs, &format!("{path}.body"))?;
+        self.loop_depth += 1;
+        let new = self.sub_outputs(prog, body, &outs, &format!("{path}.body"));
+        self.loop_depth -= 1;
+        let new = new?;
         for (o, v) in outs.iter().zip(&new) {
             self.copy_into(*o, *v);
         }
@@ -590,6 +621,7 @@ pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
             shared_delegate: HashMap::new(),
             instructions: Vec::new(),
             arena: 0,
+            loop_depth: 0,
         };
         let path = format!("methods[{mi}].graph");
         let refs = st.graph(&mut prog, &m.graph, None, &path)?;

@@ -9,6 +9,7 @@
 
 use super::error::{CheckError, ErrorCode, Site};
 use super::ops;
+use crate::fault::Fault;
 use crate::format::LoadedProgram;
 use crate::program::{EValue, ExecutionPlan, Instruction, Tensor, TensorDataLocation, TensorShapeDynamism};
 
@@ -69,6 +70,7 @@ pub fn call_site_counts(plan: &ExecutionPlan) -> Vec<usize> {
 }
 
 struct Checker<'l, 'a> {
+    fault: Option<Fault>,
     loaded: &'l LoadedProgram<'a>,
     plan: &'l ExecutionPlan,
     method: String,
@@ -317,11 +319,17 @@ impl Checker<'_, '_> {
                 } else if spec.key.as_deref() == Some(SCRATCH_KEY) {
                     match parse_scratch(spec.value.as_ref().map(|v| v.as_slice()).unwrap_or(&[])) {
                         Err(e) => found.push(err(format!("compile_specs[{k}] `{SCRATCH_KEY}` is malformed: {e}"))),
-                        Ok(specs) if !specs.is_empty() && counts[d] > 1 => found.push(CheckError::ScratchShared {
-                            method: self.method.clone(),
-                            delegate: d,
-                            sites: counts[d],
-                        }),
+                        Ok(specs)
+                            if !specs.is_empty()
+                                && counts[d] > 1
+                                && self.fault != Some(Fault::SkipScratchCallSiteCheck) =>
+                        {
+                            found.push(CheckError::ScratchShared {
+                                method: self.method.clone(),
+                                delegate: d,
+                                sites: counts[d],
+                            })
+                        }
                         Ok(_) => {}
                     }
                 }
@@ -399,7 +407,8 @@ impl Checker<'_, '_> {
                                 }
                             }
                         }
-                        if d.delegate_index < 0 || d.delegate_index as usize >= n_delegates {
+                        let deferred = self.fault == Some(Fault::DelegateIndexAtExecuteOnly);
+                        if !deferred && (d.delegate_index < 0 || d.delegate_index as usize >= n_delegates) {
                             self.out.push(CheckError::DelegateIndex {
                                 method: self.method.clone(),
                                 site,
@@ -435,16 +444,43 @@ impl Checker<'_, '_> {
 /// Every init-time violation of plan `plan_index`, in program order (empty = the method may
 /// start). Panics never; `plan_index` out of range yields a `MissingField` for `execution_plan`.
 pub fn check_method(loaded: &LoadedProgram<'_>, plan_index: usize) -> Vec<CheckError> {
+    check_method_with(loaded, plan_index, None)
+}
+
+/// [`check_method`] exhibiting a seeded bug (mutation testing only).
+pub fn check_method_with(loaded: &LoadedProgram<'_>, plan_index: usize, fault: Option<Fault>) -> Vec<CheckError> {
     let Some(plan) = loaded.program.plans().get(plan_index) else {
         return vec![CheckError::MissingField { method: format!("#{plan_index}"), field: "execution_plan" }];
     };
     let method = plan.name.clone().unwrap_or_else(|| format!("#{plan_index}"));
-    let mut c = Checker { loaded, plan, method, out: Vec::new() };
+    let mut c = Checker { fault, loaded, plan, method, out: Vec::new() };
     c.required_fields();
     c.values();
     c.plan_io();
     c.delegates();
     c.instructions();
+    if fault == Some(Fault::LaterOpLookupHides) {
+        // Q1: one delayed-error slot overwritten by every later KernelCall, success included.
+        let last_good_kernel = plan
+            .chain_list()
+            .iter()
+            .enumerate()
+            .flat_map(|(ci, ch)| {
+                ch.instruction_list().iter().enumerate().filter_map(move |(ii, ins)| match ins {
+                    Instruction::KernelCall(k)
+                        if usize::try_from(k.op_index).is_ok_and(|o| o < plan.operator_list().len()) =>
+                    {
+                        Some((ci, ii))
+                    }
+                    _ => None,
+                })
+            })
+            .last();
+        c.out.retain(|e| match (e, last_good_kernel) {
+            (CheckError::OpIndex { site, .. }, Some(last)) => (site.chain, site.instruction) > last,
+            _ => true,
+        });
+    }
     c.out
 }
 

@@ -3,11 +3,12 @@
 //! that destroys every initialised delegate exactly once, in ascending index order.
 
 use super::backend::*;
-use super::check::check_method;
+use super::check::{call_site_counts, check_method_with};
 use super::error::{ErrorCode, RuntimeError, Site};
 use super::frame::Frame;
 use super::kernels::{self, Kernel};
 use super::value::*;
+use crate::fault::Fault;
 use crate::format::{LoadedProgram, LoadedPtd};
 use crate::program::{EValue, ExecutionPlan, Instruction, TensorDataLocation};
 use std::sync::Arc;
@@ -24,6 +25,8 @@ pub struct Runtime {
     pub options: RuntimeOptions,
     /// Instructions one `execute()` may run.
     pub instruction_budget: u64,
+    /// A seeded bug to exhibit (mutation testing only; `None` in normal use).
+    pub fault: Option<Fault>,
 }
 
 impl Default for Runtime {
@@ -32,6 +35,7 @@ impl Default for Runtime {
             registry: BackendRegistry::default(),
             options: RuntimeOptions::default(),
             instruction_budget: DEFAULT_INSTRUCTION_BUDGET,
+            fault: None,
         }
     }
 }
@@ -40,6 +44,10 @@ struct LiveDelegate {
     backend: Arc<dyn Backend>,
     handle: Option<BackendHandle>,
     handle_id: u64,
+    /// Handles made by the `InitPerCallSite` fault, and destroy events recorded per real
+    /// destroy (more than 1 only under `DestroyPerCallSite`); mutation testing only.
+    extra: Vec<(BackendHandle, u64)>,
+    destroys: usize,
 }
 
 /// A loaded, initialised method.
@@ -80,7 +88,7 @@ impl Runtime {
             .position(|p| p.name.as_deref() == Some(name))
             .ok_or_else(|| RuntimeError::MethodNotFound(name.into()))?;
         let plan = &plans[pi];
-        if let Some(first) = check_method(loaded, pi).into_iter().next() {
+        if let Some(first) = check_method_with(loaded, pi, self.fault).into_iter().next() {
             return Err(RuntimeError::Check(first));
         }
         let frame = build_frame(loaded, plan, name, external)?;
@@ -100,6 +108,7 @@ impl Runtime {
             method.inputs_set[i] = !matches!(plan.value_list().get(v as usize), Some(EValue::Tensor(_)));
         }
         let named = loaded.named_data_map();
+        let sites = call_site_counts(plan);
         for (d, del) in plan.delegate_list().iter().enumerate() {
             let id = del.id.clone().unwrap_or_default();
             let backend = match self.registry.get(&id) {
@@ -116,11 +125,28 @@ impl Runtime {
                     trace.record(TraceEvent::Init {
                         method: name.into(),
                         delegate: d,
-                        backend: id,
+                        backend: id.clone(),
                         handle: handle_id,
                         bytes: handle.bytes,
                     });
-                    method.delegates.push(LiveDelegate { backend, handle: Some(handle), handle_id });
+                    let mut extra = Vec::new();
+                    if self.fault == Some(Fault::InitPerCallSite) {
+                        for _ in 1..sites[d] {
+                            if let Ok(h) = backend.init(&ctx, blob, del.compile_spec_list()) {
+                                let hid = trace.next_handle();
+                                trace.record(TraceEvent::Init {
+                                    method: name.into(),
+                                    delegate: d,
+                                    backend: id.clone(),
+                                    handle: hid,
+                                    bytes: h.bytes,
+                                });
+                                extra.push((h, hid));
+                            }
+                        }
+                    }
+                    let destroys = if self.fault == Some(Fault::DestroyPerCallSite) { sites[d].max(1) } else { 1 };
+                    method.delegates.push(LiveDelegate { backend, handle: Some(handle), handle_id, extra, destroys });
                 }
                 Err(e) => {
                     trace.record(TraceEvent::InitFailed {
@@ -439,11 +465,17 @@ impl Drop for Method<'_> {
         for (d, live) in self.delegates.iter_mut().enumerate() {
             if let Some(h) = live.handle.take() {
                 live.backend.destroy(h);
-                self.trace.record(TraceEvent::Destroy {
-                    method: self.name.clone(),
-                    delegate: d,
-                    handle: live.handle_id,
-                });
+                for _ in 0..live.destroys {
+                    self.trace.record(TraceEvent::Destroy {
+                        method: self.name.clone(),
+                        delegate: d,
+                        handle: live.handle_id,
+                    });
+                }
+            }
+            for (h, hid) in live.extra.drain(..) {
+                live.backend.destroy(h);
+                self.trace.record(TraceEvent::Destroy { method: self.name.clone(), delegate: d, handle: hid });
             }
         }
     }
