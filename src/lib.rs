@@ -32,3 +32,6 @@ pub mod emit;
 
 #[forbid(unsafe_code)]
 pub mod gen;
+
+#[forbid(unsafe_code)]
+pub mod oracle;

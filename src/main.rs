@@ -84,6 +84,49 @@ enum Command {
         #[arg(long)]
         listing: bool,
     },
+    /// The main job: check every invariant on N generated programs (swarm testing). Exit 1 on
+    /// a failure, printing the seed, the case and the shrunk program.
+    Campaign {
+        /// Cases to run.
+        #[arg(long, default_value_t = 10_000)]
+        cases: u64,
+        /// Campaign seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Run only this case index (replays a reported failure).
+        #[arg(long)]
+        case: Option<u64>,
+        /// Generator configuration (JSON of GenConfig; absent members take defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Run shard I of N (cases with index % N == I).
+        #[arg(long, value_parser = parse_shard)]
+        shard: Option<(u64, u64)>,
+        /// Use the base configuration for every case (no swarm).
+        #[arg(long)]
+        no_swarm: bool,
+        /// Exhibit a seeded fault (mutation testing).
+        #[arg(long, value_parser = parse_fault)]
+        fault: Option<ptecheck::fault::Fault>,
+        /// Keep going after the first failure (report counts; shrink the first).
+        #[arg(long)]
+        keep_going: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the campaign against every seeded fault and report which are caught.
+    Mutants {
+        /// Most cases per fault.
+        #[arg(long, default_value_t = 256)]
+        cases: u64,
+        /// Campaign seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print a JSON list of {name, caught, cases_to_catch, shrunk_nodes}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Load FILE and run every init-time check without executing; print each violation.
     Check {
         /// File to check (`-` = stdin).
@@ -424,11 +467,143 @@ fn emit(a: EmitArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (i, n) = s.split_once('/').ok_or("shard must be I/N")?;
+    let (i, n): (u64, u64) = (i.parse().map_err(|_| "bad shard index")?, n.parse().map_err(|_| "bad shard count")?);
+    if n == 0 || i >= n {
+        return Err(format!("shard {i}/{n}: need 0 <= I < N"));
+    }
+    Ok((i, n))
+}
+
+fn parse_fault(s: &str) -> Result<ptecheck::fault::Fault, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
+        let names: Vec<String> = ptecheck::fault::Fault::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown fault `{s}`; faults: {}", names.join(", "))
+    })
+}
+
+struct CampaignArgs {
+    cases: u64,
+    seed: u64,
+    case: Option<u64>,
+    config: Option<PathBuf>,
+    shard: Option<(u64, u64)>,
+    no_swarm: bool,
+    fault: Option<ptecheck::fault::Fault>,
+    keep_going: bool,
+    json: bool,
+}
+
+fn campaign(a: CampaignArgs) -> ExitCode {
+    use ptecheck::oracle::campaign::{run, CampaignOptions};
+    use std::io::IsTerminal;
+    let config = match &a.config {
+        None => ptecheck::gen::GenConfig::default(),
+        Some(p) => {
+            match read_input(p).and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", p.display()))) {
+                Ok(c) => c,
+                Err(e) => return fail(2, e),
+            }
+        }
+    };
+    let opts = CampaignOptions {
+        cases: a.cases,
+        seed: a.seed,
+        config,
+        shard: a.shard.unwrap_or((0, 1)),
+        swarm: !a.no_swarm,
+        fault: a.fault,
+        only_case: a.case,
+        stop_on_failure: !a.keep_going,
+        progress: !a.json && std::io::stderr().is_terminal(),
+        ..CampaignOptions::default()
+    };
+    let r = run(&opts);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+    } else {
+        println!(
+            "cases {}  failures {}  {:.1} programs/s  ({:.1} s)",
+            r.cases, r.failures, r.programs_per_second, r.elapsed_seconds
+        );
+        println!("invariants checked:");
+        for (k, v) in &r.invariants {
+            println!("  {k:<9} {v}");
+        }
+        println!("features generated (programs):");
+        let mut names: Vec<&str> = ptecheck::gen::FEATURES.to_vec();
+        names.extend(r.features.keys().map(String::as_str).filter(|k| !ptecheck::gen::FEATURES.contains(k)));
+        for f in names {
+            println!("  {f:<34} {}", r.features.get(f).copied().unwrap_or(0));
+        }
+        let t = &r.timings;
+        println!(
+            "time: generate {:.2}s emit {:.2}s write {:.2}s load {:.2}s init {:.2}s execute {:.2}s eager {:.2}s compare {:.2}s",
+            r.generate.as_secs_f64(),
+            t.emit.as_secs_f64(),
+            t.write.as_secs_f64(),
+            t.load.as_secs_f64(),
+            t.init.as_secs_f64(),
+            t.execute.as_secs_f64(),
+            t.eager.as_secs_f64(),
+            t.compare.as_secs_f64()
+        );
+        if let Some(f) = &r.failure {
+            println!(
+                "\nFAILURE at seed {} case {} (shrunk from {} to {} nodes)",
+                f.seed, f.case, f.original_nodes, f.shrunk_nodes
+            );
+            for x in &f.failures {
+                println!("  {}: {}", x.invariant, x.detail);
+            }
+            println!("reproduce: {}", f.command);
+            println!("\nprogram (text form):\n{}", f.program_text);
+            println!("program (saved JSON; `ptecheck emit FILE.json --listing`):\n{}", f.program_json);
+        }
+    }
+    if r.failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn mutants(cases: u64, seed: u64, json: bool) -> ExitCode {
+    use ptecheck::oracle::campaign::CampaignOptions;
+    let base = CampaignOptions { seed, shrink_budget: 150, ..CampaignOptions::default() };
+    let results = ptecheck::oracle::mutants::run_mutants(&base, cases, &ptecheck::fault::Fault::ALL);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
+    } else {
+        println!("{:<32} {:<7} {:>14} {:>13}  invariant", "fault", "caught", "cases_to_catch", "shrunk_nodes");
+        for r in &results {
+            println!(
+                "{:<32} {:<7} {:>14} {:>13}  {}",
+                r.name,
+                r.caught,
+                r.cases_to_catch.map_or("-".into(), |c| c.to_string()),
+                r.shrunk_nodes.map_or("-".into(), |c| c.to_string()),
+                r.invariant.clone().unwrap_or_default()
+            );
+        }
+    }
+    if results.iter().all(|r| r.caught) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect { files, json, dot } => inspect(files, json, dot),
         Command::Check { file } => check(&file),
+        Command::Campaign { cases, seed, case, config, shard, no_swarm, fault, keep_going, json } => {
+            campaign(CampaignArgs { cases, seed, case, config, shard, no_swarm, fault, keep_going, json })
+        }
+        Command::Mutants { cases, seed, json } => mutants(cases, seed, json),
         Command::Emit { program, example, output, no_share, inline_delegates, allow_while, save_json, listing } => {
             emit(EmitArgs { program, example, output, no_share, inline_delegates, allow_while, save_json, listing })
         }

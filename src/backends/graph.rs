@@ -7,7 +7,8 @@
 //!   that is always right; a handle shared across call sites reads the wrong slots — why sharing
 //!   is opt-in. It does not opt in.
 //! * `scratch` — like `demo`, and declares one scratch buffer (P1) that every call uses: the
-//!   result passes through the scratch slot before it reaches the outputs.
+//!   result passes through the scratch slot before it reaches the outputs. It opts in to
+//!   sharing, so the emitter's "scratch is never shared" rule (SH5) is what keeps its calls apart.
 
 use crate::ir::eval::{eval_graph, Tens, Val};
 use crate::ir::infer::{graph_types, IrError};
@@ -86,7 +87,8 @@ pub fn lower(flavor: Flavor, g: Graph, compile_specs: Vec<(String, Vec<u8>)>) ->
         graph: g,
         processed,
         compile_specs: compile_specs.into_iter().map(|(k, v)| (k, crate::ir::HexBytes(v))).collect(),
-        share_handle_across_calls: flavor == Flavor::Demo,
+        // `scratch` opts in too: its declared scratch is what must stop sharing (SH5).
+        share_handle_across_calls: flavor != Flavor::ArgKeep,
         scratch_specs,
     })
 }

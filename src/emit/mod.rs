@@ -233,6 +233,43 @@ impl MethodState<'_> {
         }
     }
 
+    /// A fresh value of the same kind (and, for tensors, metadata) as value `v`.
+    fn like(&mut self, v: usize) -> usize {
+        match self.values.get(v).cloned() {
+            Some(EValue::Tensor(t)) => {
+                let shape: Vec<usize> = t.sizes.iter().flatten().map(|s| *s as usize).collect();
+                self.planned(t.scalar_type, &shape, t.shape_dynamism != TensorShapeDynamism::STATIC)
+            }
+            Some(other) => self.push(other),
+            None => self.push(EValue::Null),
+        }
+    }
+
+    /// Loop-carried update `dsts[k] := srcs[k]` for all k at once: when a source is itself one
+    /// of the destinations (the body returned a carried input), stage every source through a
+    /// temporary first so no update reads a value another update already overwrote.
+    fn update(&mut self, dsts: &[usize], srcs: &[usize]) {
+        let aliased = srcs.iter().zip(dsts).any(|(s, d)| s != d && dsts.contains(s));
+        if aliased {
+            let temps: Vec<usize> = srcs
+                .iter()
+                .zip(dsts)
+                .map(|(s, d)| {
+                    let t = self.like(*d);
+                    self.copy_into(t, *s);
+                    t
+                })
+                .collect();
+            for (d, t) in dsts.iter().zip(&temps) {
+                self.copy_into(*d, *t);
+            }
+        } else {
+            for (d, s) in dsts.iter().zip(srcs) {
+                self.copy_into(*d, *s);
+            }
+        }
+    }
+
     fn op(&mut self, op: &Op, args: &[usize], out_type: &ValueType) -> usize {
         use Op::*;
         let out = self.new_value(out_type);
@@ -559,12 +596,11 @@ impl MethodState<'_> {
         let body_out = self.sub_outputs(prog, body, &bound, &format!("{path}.body"));
         self.loop_depth -= 1;
         let body_out = body_out?;
-        for (c, new) in carries.iter().zip(&body_out) {
-            self.copy_into(*c, *new);
-        }
+        // Stack the ys before the carries change: a y may be a carry input (an alias).
         for (y, v) in ys.iter().zip(&body_out[init.len()..]) {
             self.kernel("executorch_prim::et_copy_index", "tensor", vec![*y, *v, iter]);
         }
+        self.update(carries, &body_out[..init.len()]);
         self.loop_tail(iter, n, head);
         Ok(outs)
     }
@@ -591,9 +627,7 @@ impl MethodState<'_> {
         let new = self.sub_outputs(prog, body, &outs, &format!("{path}.body"));
         self.loop_depth -= 1;
         let new = new?;
-        for (o, v) in outs.iter().zip(&new) {
-            self.copy_into(*o, *v);
-        }
+        self.update(&outs, &new);
         let always = self.push(EValue::Bool(false));
         self.jump(always, head);
         self.patch_jump(exit, self.instructions.len());

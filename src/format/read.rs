@@ -62,7 +62,7 @@ pub enum ConstantSource {
 }
 
 /// A loaded program: the owned model plus every data reference resolved against the input.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct LoadedProgram<'a> {
     /// The decoded program.
     pub program: Program,

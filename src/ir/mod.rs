@@ -10,6 +10,7 @@
 pub mod build;
 pub mod eval;
 pub mod infer;
+pub mod pretty;
 pub mod saved;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,321 @@
+//! `campaign`: `check_program` over N generated cases. Case `i` of seed `S` is fully determined
+//! by `(S, i)`: a swarm configuration drawn from one ChaCha stream and the program bytes from
+//! another, so `--seed S --case i` replays it. On the first failure the input bytes are shrunk
+//! (chunk deletion, then byte zeroing) while the same invariant keeps failing; since the
+//! generator is total, every shrink step is a valid program.
+
+use super::{check_program, node_count, CheckOptions, Failure, Report, Timings, INVARIANTS};
+use crate::fault::Fault;
+use crate::gen::{generate_from_bytes, GenConfig, Generated};
+use crate::ir::saved;
+use arbitrary::{Arbitrary, Unstructured};
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Campaign settings.
+#[derive(Clone, Debug)]
+pub struct CampaignOptions {
+    /// Cases to run (before sharding).
+    pub cases: u64,
+    /// Campaign seed.
+    pub seed: u64,
+    /// Base generator configuration (swarm draws below it).
+    pub config: GenConfig,
+    /// This shard's index and the shard count.
+    pub shard: (u64, u64),
+    /// Swarm testing: each case switches a random subset of the base features on.
+    pub swarm: bool,
+    /// A seeded bug (mutation testing).
+    pub fault: Option<Fault>,
+    /// Run only this case index.
+    pub only_case: Option<u64>,
+    /// Stop at the first failing case.
+    pub stop_on_failure: bool,
+    /// Shrink the first failure.
+    pub shrink: bool,
+    /// Most shrink attempts.
+    pub shrink_budget: usize,
+    /// Draw a progress bar on a terminal.
+    pub progress: bool,
+}
+
+impl Default for CampaignOptions {
+    fn default() -> Self {
+        CampaignOptions {
+            cases: 10_000,
+            seed: 0,
+            config: GenConfig::default(),
+            shard: (0, 1),
+            swarm: true,
+            fault: None,
+            only_case: None,
+            stop_on_failure: true,
+            shrink: true,
+            shrink_budget: 400,
+            progress: false,
+        }
+    }
+}
+
+/// Everything needed to reproduce a failure.
+#[derive(Clone, Debug, Serialize)]
+pub struct Reproduction {
+    /// Campaign seed.
+    pub seed: u64,
+    /// Case index.
+    pub case: u64,
+    /// The command that replays the case.
+    pub command: String,
+    /// Violations of the shrunk program.
+    pub failures: Vec<Failure>,
+    /// Shrunk generator input (hex).
+    pub input_hex: String,
+    /// The case's generator configuration.
+    pub config: GenConfig,
+    /// The shrunk program as saved JSON (`ptecheck emit FILE -o out.pte`).
+    pub program_json: String,
+    /// The shrunk program in text form.
+    pub program_text: String,
+    /// Nodes of the shrunk program.
+    pub shrunk_nodes: usize,
+    /// Nodes before shrinking.
+    pub original_nodes: usize,
+}
+
+/// Campaign outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct CampaignResult {
+    /// Cases run.
+    pub cases: u64,
+    /// Failing cases.
+    pub failures: u64,
+    /// Programs checked per second.
+    pub programs_per_second: f64,
+    /// Invariant -> times checked.
+    pub invariants: BTreeMap<String, usize>,
+    /// Feature -> programs that had it.
+    pub features: BTreeMap<String, usize>,
+    /// First failure, shrunk.
+    pub failure: Option<Reproduction>,
+    /// Index of the first failing case.
+    pub first_failing_case: Option<u64>,
+    /// Wall time.
+    pub elapsed_seconds: f64,
+    /// Time per stage, including generation.
+    pub timings: Timings,
+    /// Time generating programs.
+    pub generate: Duration,
+}
+
+fn rng(seed: u64, case: u64, stream: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ case.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    r.set_stream(stream);
+    r
+}
+
+/// The generator configuration of case `case`.
+pub fn case_config(opts: &CampaignOptions, case: u64) -> GenConfig {
+    if !opts.swarm {
+        return opts.config.clone();
+    }
+    let mut bytes = [0u8; 64];
+    rng(opts.seed, case, 1).fill_bytes(&mut bytes);
+    let sw = GenConfig::arbitrary(&mut Unstructured::new(&bytes)).unwrap_or_default();
+    let b = &opts.config;
+    let f = &b.features;
+    let s = &sw.features;
+    GenConfig {
+        min_methods: b.min_methods,
+        max_methods: sw.max_methods.min(b.max_methods).max(b.min_methods),
+        max_depth: sw.max_depth.min(b.max_depth),
+        max_nodes: sw.max_nodes.min(b.max_nodes),
+        max_modules: sw.max_modules.min(b.max_modules),
+        max_calls_per_module: sw.max_calls_per_module.min(b.max_calls_per_module),
+        call_percent: sw.call_percent,
+        control_percent: sw.control_percent.min(b.control_percent),
+        features: crate::gen::Features {
+            // Calls are the subject of every delegate invariant: keep them whenever allowed.
+            calls: f.calls,
+            repeated_calls: f.repeated_calls && s.repeated_calls,
+            cond: f.cond && s.cond,
+            map: f.map && s.map,
+            scan: f.scan && s.scan,
+            while_loop: f.while_loop && s.while_loop,
+            scratch: f.scratch && s.scratch,
+            argkeep: f.argkeep && s.argkeep,
+            identical_partitions: f.identical_partitions && s.identical_partitions,
+            multi_method: f.multi_method && s.multi_method,
+            constants: f.constants && s.constants,
+            side_ops: f.side_ops && s.side_ops,
+        },
+    }
+}
+
+/// The generator input bytes of case `case`.
+pub fn case_input(seed: u64, case: u64) -> Vec<u8> {
+    let mut r = rng(seed, case, 2);
+    let len = 256 + (r.next_u32() % 1792) as usize;
+    let mut v = vec![0u8; len];
+    r.fill_bytes(&mut v);
+    v
+}
+
+fn check_options(opts: &CampaignOptions, case: u64) -> CheckOptions {
+    CheckOptions {
+        fault: opts.fault,
+        inject_seed: case.wrapping_mul(31).wrapping_add(opts.seed),
+        input_seed: case ^ opts.seed,
+        negative: true,
+        allow_while: true,
+        instruction_budget: 1_000_000,
+    }
+}
+
+/// Generates and checks one input.
+pub fn run_input(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions) -> (Generated, Report) {
+    let g = generate_from_bytes(cfg, bytes);
+    let r = check_program(&g.program, check);
+    (g, r)
+}
+
+/// Shrinks `bytes` while the program keeps failing `invariant`.
+pub fn shrink(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions, invariant: &str, budget: usize) -> Vec<u8> {
+    let fails = |b: &[u8]| run_input(cfg, b, check).1.failures.iter().any(|f| f.invariant == invariant);
+    let mut best = bytes.to_vec();
+    let mut tries = 0usize;
+    let mut improved = true;
+    while improved && tries < budget {
+        improved = false;
+        let mut chunk = best.len().max(1).next_power_of_two() / 2;
+        while chunk >= 1 && tries < budget {
+            let mut i = best.len().saturating_sub(chunk);
+            loop {
+                if tries >= budget {
+                    break;
+                }
+                let mut cand = best.clone();
+                cand.drain(i..(i + chunk).min(cand.len()));
+                tries += 1;
+                if fails(&cand) {
+                    best = cand;
+                    improved = true;
+                }
+                if i == 0 {
+                    break;
+                }
+                i = i.saturating_sub(chunk);
+                if i >= best.len() {
+                    i = best.len().saturating_sub(chunk);
+                }
+            }
+            chunk /= 2;
+        }
+        for i in 0..best.len() {
+            if tries >= budget {
+                break;
+            }
+            if best[i] == 0 {
+                continue;
+            }
+            let mut cand = best.clone();
+            cand[i] = 0;
+            tries += 1;
+            if fails(&cand) {
+                best = cand;
+                improved = true;
+            }
+        }
+    }
+    best
+}
+
+/// Runs a campaign.
+pub fn run(opts: &CampaignOptions) -> CampaignResult {
+    let start = Instant::now();
+    let (shard, shards) = (opts.shard.0, opts.shard.1.max(1));
+    let cases: Vec<u64> = match opts.only_case {
+        Some(c) => vec![c],
+        None => (0..opts.cases).filter(|c| c % shards == shard).collect(),
+    };
+    let bar = if opts.progress {
+        let b = indicatif::ProgressBar::new(cases.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {per_sec} eta {eta} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut invariants: BTreeMap<String, usize> = INVARIANTS.iter().map(|i| (i.to_string(), 0)).collect();
+    let mut features: BTreeMap<String, usize> = BTreeMap::new();
+    let mut timings = Timings::default();
+    let mut generate = Duration::ZERO;
+    let mut failures = 0u64;
+    let mut first: Option<(u64, Vec<u8>, GenConfig, Report, Generated)> = None;
+    let mut ran = 0u64;
+    for case in cases {
+        let cfg = case_config(opts, case);
+        let bytes = case_input(opts.seed, case);
+        let check = check_options(opts, case);
+        let t = Instant::now();
+        let g = generate_from_bytes(&cfg, &bytes);
+        generate += t.elapsed();
+        let report = check_program(&g.program, &check);
+        ran += 1;
+        for f in &g.features {
+            *features.entry(f.clone()).or_default() += 1;
+        }
+        for (k, v) in &report.checked {
+            *invariants.entry(k.clone()).or_default() += v;
+        }
+        timings.add(&report.timings);
+        bar.inc(1);
+        if !report.ok() {
+            failures += 1;
+            bar.set_message(format!("{failures} failing"));
+            if first.is_none() {
+                first = Some((case, bytes, cfg, report, g));
+            }
+            if opts.stop_on_failure {
+                break;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let elapsed = start.elapsed();
+    let failure = first.as_ref().map(|(case, bytes, cfg, report, g)| {
+        let check = check_options(opts, *case);
+        let inv = report.failures[0].invariant.clone();
+        let shrunk = if opts.shrink { shrink(cfg, bytes, &check, &inv, opts.shrink_budget) } else { bytes.clone() };
+        let (sg, sr) = run_input(cfg, &shrunk, &check);
+        let fault = opts.fault.map(|f| format!(" --fault {}", f.name())).unwrap_or_default();
+        Reproduction {
+            seed: opts.seed,
+            case: *case,
+            command: format!("ptecheck campaign --seed {} --case {case}{fault}", opts.seed),
+            failures: if sr.ok() { report.failures.clone() } else { sr.failures },
+            input_hex: hex::encode(&shrunk),
+            config: cfg.clone(),
+            program_json: saved::save(&sg.program),
+            program_text: crate::ir::pretty::program(&sg.program),
+            shrunk_nodes: node_count(&sg.program),
+            original_nodes: node_count(&g.program),
+        }
+    });
+    CampaignResult {
+        cases: ran,
+        failures,
+        programs_per_second: ran as f64 / elapsed.as_secs_f64().max(1e-9),
+        invariants,
+        features,
+        failure,
+        first_failing_case: first.map(|f| f.0),
+        elapsed_seconds: elapsed.as_secs_f64(),
+        timings,
+        generate,
+    }
+}
