@@ -158,3 +158,30 @@ fn run_expect_reports_match_and_unavailable_backends() {
     assert_eq!(xnn.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&xnn.stdout).contains("backend not available"));
 }
+
+#[test]
+fn campaign_json_has_the_documented_members_and_exit_codes() {
+    let out = bin().args(["campaign", "--cases", "20", "--json"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    for k in ["cases", "failures", "programs_per_second", "invariants", "features", "failure"] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(v["cases"], 20);
+    assert!(v["failure"].is_null());
+    let bad = bin().args(["campaign", "--cases", "256", "--fault", "init_per_call_site"]).output().expect("runs");
+    assert_eq!(bad.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert!(
+        text.contains("FAILURE at seed 0") && text.contains("reproduce: ptecheck campaign --seed 0 --case"),
+        "{text}"
+    );
+    let m = bin().args(["mutants", "--json", "--cases", "64"]).output().expect("runs");
+    let list: serde_json::Value = serde_json::from_slice(&m.stdout).expect("json");
+    assert_eq!(list.as_array().map(Vec::len), Some(12));
+    for item in list.as_array().into_iter().flatten() {
+        for k in ["name", "caught", "cases_to_catch", "shrunk_nodes"] {
+            assert!(item.get(k).is_some(), "missing {k}");
+        }
+    }
+}
