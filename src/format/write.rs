@@ -50,6 +50,9 @@ impl Default for WriteOptions {
 
 type Off = WIPOffset<flatbuffers::UnionWIPOffset>;
 
+/// Largest padding gap the writer accepts before each segment.
+pub const MAX_SEGMENT_GAP: u64 = 1 << 16;
+
 struct W<'b> {
     b: FlatBufferBuilder<'b>,
     /// Largest `force_align` actually applied (the C++ builder's minalign).
@@ -466,6 +469,17 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
         // The serializer appends each segment's alignment padding before it, so even a
         // trailing empty segment extends the segment data to its offset.
         region_len = region_len.max(end);
+    }
+    // Serializers leave only alignment padding between segments; a layout with gaps beyond
+    // 64 KiB per segment is refused rather than materialised as a huge zero-filled file.
+    let data_total: u64 = segment_data.iter().map(|d| d.len() as u64).sum();
+    let slack = MAX_SEGMENT_GAP * (table.len() as u64 + 1);
+    if region_len > data_total.saturating_add(slack) {
+        return Err(FormatError::Write {
+            detail: format!(
+                "segments span {region_len} bytes for {data_total} bytes of data (gaps above {MAX_SEGMENT_GAP} bytes)"
+            ),
+        });
     }
     let mut fbuf = write_flatbuffer(program, opts);
     if region_len == 0 {

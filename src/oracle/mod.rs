@@ -8,6 +8,7 @@
 //! Reads the other stages; changes none of them.
 
 pub mod campaign;
+pub mod fuzz;
 pub mod mutants;
 
 use crate::backends::{default_backends, failing::FailingBackend};

@@ -41,6 +41,8 @@ pub struct Frame<'a> {
     pub arenas: Vec<Vec<u8>>,
     /// Constant buffers of the program (index 0 reserved).
     pub constants: Vec<&'a [u8]>,
+    /// Largest tensor (in bytes) that may live outside the planned arenas.
+    pub memory_limit: usize,
 }
 
 impl Frame<'_> {
@@ -83,8 +85,15 @@ impl Frame<'_> {
     /// Writes `data` (exactly the current nbytes) into the tensor of slot `v`.
     pub fn write_bytes(&mut self, v: usize, data: &[u8]) -> OpResult<()> {
         let tid = self.tensor_id(v)?;
+        let limit = self.memory_limit;
         let t = &mut self.tensors[tid];
         let n = t.nbytes();
+        if matches!(t.storage, Storage::Null | Storage::Owned(_)) && n > limit {
+            return Err(OpError::new(
+                ErrorCode::MemoryAllocationFailed,
+                format!("values[{v}]: {n} bytes exceed the {limit}-byte memory limit"),
+            ));
+        }
         if data.len() != n {
             return Err(OpError::new(
                 ErrorCode::Internal,
@@ -164,12 +173,21 @@ impl Frame<'_> {
     /// keeps its shape; a bounded-dynamic one takes any shape of the same rank that fits.
     pub fn resize(&mut self, v: usize, sizes: &[usize]) -> OpResult<()> {
         let tid = self.tensor_id(v)?;
+        let limit = self.memory_limit;
         let t = &mut self.tensors[tid];
+        let elem = t.dtype.element_size().unwrap_or(1);
+        let need = sizes.iter().try_fold(elem, |a, s| a.checked_mul(*s));
+        // Every shape a kernel is about to fill is bounded first: by the arena slot, or by the
+        // memory limit for tensors that live outside the arenas.
+        if !matches!(t.storage, Storage::Arena { .. } | Storage::Constant(_)) && need.is_none_or(|n| n > limit) {
+            return Err(OpError::new(
+                ErrorCode::MemoryAllocationFailed,
+                format!("values[{v}]: shape {sizes:?} needs more than the {limit}-byte memory limit"),
+            ));
+        }
         if t.sizes == sizes {
             return Ok(());
         }
-        let elem = t.dtype.element_size().unwrap_or(1);
-        let need = sizes.iter().try_fold(elem, |a, s| a.checked_mul(*s));
         match (&t.dynamism, &t.storage) {
             (d, _) if *d == TensorShapeDynamism::STATIC => {
                 return Err(OpError::new(

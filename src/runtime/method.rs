@@ -27,7 +27,12 @@ pub struct Runtime {
     pub instruction_budget: u64,
     /// A seeded bug to exhibit (mutation testing only; `None` in normal use).
     pub fault: Option<Fault>,
+    /// Most bytes of planned arenas plus any one tensor outside them.
+    pub memory_limit: usize,
 }
+
+/// Default [`Runtime::memory_limit`]: 1 GiB.
+pub const DEFAULT_MEMORY_LIMIT: usize = 1 << 30;
 
 impl Default for Runtime {
     fn default() -> Self {
@@ -36,6 +41,7 @@ impl Default for Runtime {
             options: RuntimeOptions::default(),
             instruction_budget: DEFAULT_INSTRUCTION_BUDGET,
             fault: None,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
         }
     }
 }
@@ -91,7 +97,7 @@ impl Runtime {
         if let Some(first) = check_method_with(loaded, pi, self.fault).into_iter().next() {
             return Err(RuntimeError::Check(first));
         }
-        let frame = build_frame(loaded, plan, name, external)?;
+        let frame = build_frame(loaded, plan, name, external, self.memory_limit)?;
         let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|(_, k)| k)).collect();
         let mut method = Method {
             name: name.to_string(),
@@ -175,10 +181,25 @@ fn build_frame<'a>(
     plan: &ExecutionPlan,
     method: &str,
     external: Option<&LoadedPtd<'_>>,
+    memory_limit: usize,
 ) -> Result<Frame<'a>, RuntimeError> {
+    let total =
+        plan.non_const_buffer_sizes.iter().flatten().skip(1).try_fold(0u64, |a, s| a.checked_add((*s).max(0) as u64));
+    if total.is_none_or(|t| t > memory_limit as u64) {
+        return Err(RuntimeError::Value {
+            method: method.into(),
+            value: 0,
+            detail: format!(
+                "planned arenas {:?} exceed the {memory_limit}-byte memory limit",
+                plan.non_const_buffer_sizes
+            ),
+            code: ErrorCode::MemoryAllocationFailed,
+        });
+    }
     let arenas: Vec<Vec<u8>> =
         plan.non_const_buffer_sizes.iter().flatten().skip(1).map(|s| vec![0u8; (*s).max(0) as usize]).collect();
-    let mut frame = Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants: loaded.constants.clone() };
+    let mut frame =
+        Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants: loaded.constants.clone(), memory_limit };
     let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
         method: method.into(),
         value,
@@ -270,12 +291,17 @@ impl<'a> Method<'a> {
         self.inputs_set.len()
     }
 
-    /// The input template: what input `i` must look like (a tensor's dtype and declared sizes).
+    /// The input template: what input `i` must look like (a tensor's dtype and declared sizes);
+    /// `None` when out of range or larger than the memory limit.
     pub fn input_template(&self, i: usize) -> Option<HostValue> {
         let v = *self.plan.inputs.as_ref()?.get(i)? as usize;
         match self.frame.values.get(v)? {
             Value::Tensor(t) => {
                 let t = &self.frame.tensors[*t];
+                let nbytes = t.sizes.iter().try_fold(t.dtype.element_size().unwrap_or(1), |a, s| a.checked_mul(*s))?;
+                if nbytes > self.frame.memory_limit {
+                    return None;
+                }
                 Some(HostValue::Tensor(HostTensor::zeros(t.dtype, t.sizes.clone())))
             }
             Value::Int(x) => Some(HostValue::Int(*x)),

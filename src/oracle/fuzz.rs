@@ -1,0 +1,279 @@
+//! Fuzz entry points. Each cargo-fuzz target is one call of a function here, and
+//! `tests/fuzz_replay.rs` runs the same functions over `corpus/<target>/`, so a crash found by
+//! the fuzzer is a failing `cargo test` once its input is committed.
+//!
+//! Contract of every entry: return normally for any input. A panic means a bug: in the loader
+//! or runtime (a crash on bad input), or in the emitter (an invariant violated on a valid
+//! generated program).
+
+use super::{check_program, CheckOptions};
+use crate::backends::default_runtime;
+use crate::format::{self, LoadedProgram};
+use crate::gen::{generate, GenConfig};
+use crate::ir::saved;
+use crate::program::{Instruction, Program};
+use crate::runtime::{HostValue, Runtime, Trace};
+use arbitrary::{Arbitrary, Unstructured};
+
+/// Instruction budget per execute while fuzzing.
+pub const FUZZ_INSTRUCTION_BUDGET: u64 = 20_000;
+
+/// What happened to one input (for statistics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Rejected by the loader.
+    Rejected,
+    /// Loaded; every method was rejected at init or failed with a typed error.
+    Refused,
+    /// At least one method ran to completion.
+    Ran,
+}
+
+/// The runtime used by the fuzz entries: memory bounded relative to the input size.
+pub fn fuzz_runtime(input_len: usize) -> Runtime {
+    let mut rt = default_runtime();
+    rt.instruction_budget = FUZZ_INSTRUCTION_BUDGET;
+    // Kernels keep a few f64/usize vectors per element alive: stay well inside the fuzz
+    // allocator's bound of 4 x input + 1 MiB.
+    rt.memory_limit = (input_len / 16).max(16 * 1024);
+    rt
+}
+
+/// Initialises and executes every method of `loaded` on zero-filled inputs.
+pub fn run_all(loaded: &LoadedProgram<'_>, rt: &Runtime) -> Outcome {
+    let mut ran = false;
+    for plan in loaded.program.plans() {
+        let name = plan.name_str();
+        let trace = Trace::default();
+        let Ok(mut m) = rt.load_method(loaded, name, None, &trace) else { continue };
+        let mut ok = true;
+        for i in 0..m.num_inputs() {
+            let v = m.input_template(i).unwrap_or(HostValue::None);
+            if m.set_input(i, &v).is_err() {
+                ok = false;
+                break;
+            }
+        }
+        if ok && m.execute().is_ok() && m.outputs().is_ok() {
+            ran = true;
+        }
+        drop(m);
+        let s = trace.summary();
+        assert_eq!(s.inits, s.destroys, "every initialised handle is destroyed (T2)");
+        assert!(s.bad_destroys.is_empty(), "no handle is destroyed twice");
+    }
+    if ran {
+        Outcome::Ran
+    } else {
+        Outcome::Refused
+    }
+}
+
+/// `load_pte`: raw bytes -> load -> checks -> init and execute every method.
+pub fn load_pte(data: &[u8]) -> Outcome {
+    match format::load(data) {
+        Err(_) => Outcome::Rejected,
+        Ok(loaded) => {
+            let _ = crate::runtime::check_program(&loaded);
+            run_all(&loaded, &fuzz_runtime(data.len()))
+        }
+    }
+}
+
+/// `structured`: bytes -> generated program -> emit -> write; `check_program` must hold on the
+/// unmutated program; then byte and field mutations of the emitted file go through load, checks
+/// and execution like `load_pte`.
+pub fn structured(data: &[u8]) -> Outcome {
+    let mut u = Unstructured::new(data);
+    let cfg = GenConfig::arbitrary(&mut u).unwrap_or_default();
+    let g = generate(&cfg, &mut u);
+    let report = check_program(&g.program, &CheckOptions { negative: false, ..CheckOptions::default() });
+    assert!(
+        report.ok(),
+        "invariant violated on a generated program: {:?}\n{}",
+        report.failures,
+        crate::ir::pretty::program(&g.program)
+    );
+    let Ok(emitted) = crate::emit::emit(&g.program, &Default::default()) else {
+        unreachable!("check_program emitted it")
+    };
+    let Ok(mut bytes) = emitted.to_bytes() else { unreachable!("check_program wrote it") };
+    // Field mutation of the model, then byte mutations of the file.
+    let mut program = emitted.program.clone();
+    mutate_fields(&mut program, &mut u);
+    let refs: Vec<&[u8]> = emitted.segment_data.iter().map(Vec::as_slice).collect();
+    if let Ok(b) = format::write(&program, &refs, &Default::default()) {
+        bytes = b;
+    }
+    let flips = u.int_in_range(0..=8u8).unwrap_or(0);
+    for _ in 0..flips {
+        if bytes.is_empty() {
+            break;
+        }
+        let at = u.choose_index(bytes.len()).unwrap_or(0);
+        bytes[at] ^= u.arbitrary::<u8>().unwrap_or(0xff).max(1);
+    }
+    load_pte(&bytes)
+}
+
+/// `saved_json`: bytes -> saved-program JSON loader -> emit (and load the result).
+pub fn saved_json(data: &[u8]) -> Outcome {
+    let Ok(text) = std::str::from_utf8(data) else { return Outcome::Rejected };
+    let Ok(p) = saved::load(text) else { return Outcome::Rejected };
+    match crate::emit::emit(&p, &crate::emit::EmitOptions { allow_while: true, ..Default::default() }) {
+        Err(_) => Outcome::Refused,
+        Ok(e) => match e.to_bytes() {
+            Ok(bytes) => load_pte(&bytes),
+            Err(_) => Outcome::Refused,
+        },
+    }
+}
+
+/// The real ExecuTorch files `mutate_real` starts from.
+pub const REAL_FILES: &[&[u8]] = &[
+    include_bytes!("../../corpus/real/cond_cpu.pte"),
+    include_bytes!("../../corpus/real/cpu_add_mul.pte"),
+    include_bytes!("../../corpus/real/cpu_dynamic_batch.pte"),
+    include_bytes!("../../corpus/real/cpu_int_bool_dtypes.pte"),
+    include_bytes!("../../corpus/real/cpu_linear_relu.pte"),
+    include_bytes!("../../corpus/real/demo_backend_whole_module.pte"),
+    include_bytes!("../../corpus/real/demo_repeated_call_3x.pte"),
+    include_bytes!("../../corpus/real/legacy_et021_inline_constants.pte"),
+    include_bytes!("../../corpus/real/map_cpu.pte"),
+    include_bytes!("../../corpus/real/multi_method_cpu_shared_weights.pte"),
+    include_bytes!("../../corpus/real/xnn_delegate_inline.pte"),
+    include_bytes!("../../corpus/real/xnn_repeated_call_3x.pte"),
+];
+
+fn pick_i64(u: &mut Unstructured<'_>) -> i64 {
+    match u.int_in_range(0..=5u8).unwrap_or(0) {
+        0 => -1,
+        1 => 0,
+        2 => i64::from(u.int_in_range(0..=64u8).unwrap_or(0)),
+        3 => i64::from(i32::MAX),
+        4 => i64::from(u.arbitrary::<i32>().unwrap_or(0)),
+        _ => i64::MAX,
+    }
+}
+
+/// Mutates indices, sizes, ranks, offsets and the segment table of a decoded program.
+pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
+    let n = u.int_in_range(1..=6u8).unwrap_or(1);
+    for _ in 0..n {
+        let what = u.int_in_range(0..=9u8).unwrap_or(0);
+        let v = pick_i64(u);
+        let plans = p.execution_plan.get_or_insert_with(Vec::new);
+        let plan_count = plans.len();
+        if what >= 7 {
+            match what {
+                7 => {
+                    if let Some(s) = p.segments.as_mut().and_then(|s| s.first_mut()) {
+                        s.offset = v as u64;
+                    }
+                }
+                8 => {
+                    if let Some(s) = p.segments.as_mut().and_then(|s| s.last_mut()) {
+                        s.size = v as u64;
+                    }
+                }
+                _ => {
+                    if let Some(c) =
+                        p.constant_segment.as_mut().and_then(|c| c.offsets.as_mut()).and_then(|o| o.last_mut())
+                    {
+                        *c = v as u64;
+                    }
+                }
+            }
+            continue;
+        }
+        if plan_count == 0 {
+            continue;
+        }
+        let plan = &mut plans[u.choose_index(plan_count).unwrap_or(0)];
+        match what {
+            0..=3 => {
+                let Some(ins) = plan.chains.as_mut().and_then(|c| c.first_mut()).and_then(|c| c.instructions.as_mut())
+                else {
+                    continue;
+                };
+                if ins.is_empty() {
+                    continue;
+                }
+                let i = u.choose_index(ins.len()).unwrap_or(0);
+                match &mut ins[i] {
+                    Instruction::KernelCall(k) => {
+                        if what == 0 {
+                            k.op_index = v as i32;
+                        } else if let Some(a) = k.args.as_mut().filter(|a| !a.is_empty()) {
+                            let j = u.choose_index(a.len()).unwrap_or(0);
+                            if what == 1 {
+                                a[j] = v as i32;
+                            } else {
+                                a.remove(j);
+                            }
+                        }
+                    }
+                    Instruction::DelegateCall(d) => {
+                        if what == 0 {
+                            d.delegate_index = v as i32;
+                        } else if let Some(a) = d.args.as_mut().filter(|a| !a.is_empty()) {
+                            let j = u.choose_index(a.len()).unwrap_or(0);
+                            a[j] = v as i32;
+                        }
+                    }
+                    Instruction::JumpFalseCall(j) => j.destination_instruction = v as i32,
+                    Instruction::MoveCall(m) => m.move_to = v as i32,
+                    Instruction::FreeCall(f) => f.value_index = v as i32,
+                }
+            }
+            4..=6 => {
+                let Some(vals) = plan.values.as_mut() else { continue };
+                if vals.is_empty() {
+                    continue;
+                }
+                let i = u.choose_index(vals.len()).unwrap_or(0);
+                if let crate::program::EValue::Tensor(t) = &mut vals[i] {
+                    match what {
+                        4 => {
+                            if let Some(s) = t.sizes.as_mut().and_then(|s| s.first_mut()) {
+                                *s = v as i32;
+                            }
+                        }
+                        5 => {
+                            let rank = u.int_in_range(0..=20usize).unwrap_or(17);
+                            t.sizes = Some(vec![1; rank]);
+                            t.dim_order = Some((0..rank as u8).collect());
+                        }
+                        _ => {
+                            if let Some(a) = t.allocation_info.as_mut() {
+                                a.memory_offset_low = v as u32;
+                                a.memory_offset_high = (v >> 32) as u32;
+                            } else {
+                                t.data_buffer_idx = v as u32;
+                            }
+                        }
+                    }
+                } else if let crate::program::EValue::IntList(Some(items)) = &mut vals[i] {
+                    if let Some(x) = items.first_mut() {
+                        *x = v;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `mutate_real`: decode a real corpus file, mutate fields of the decoded program, re-encode,
+/// load, init, execute.
+pub fn mutate_real(data: &[u8]) -> Outcome {
+    let mut u = Unstructured::new(data);
+    let file = REAL_FILES[u.choose_index(REAL_FILES.len()).unwrap_or(0)];
+    let Ok(loaded) = format::load(file) else { unreachable!("corpus files load") };
+    let mut program = loaded.program.clone();
+    mutate_fields(&mut program, &mut u);
+    match format::write(&program, &loaded.segments, &Default::default()) {
+        Ok(bytes) => load_pte(&bytes),
+        Err(_) => Outcome::Rejected,
+    }
+}
