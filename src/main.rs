@@ -259,7 +259,8 @@ fn run(a: RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(2, format!("{e} (--data)")),
     };
-    let mut rt = ptecheck::backends::default_runtime();
+    let multifn = std::sync::Arc::new(ptecheck::backends::multifn::MultifnBackend::default());
+    let mut rt = ptecheck::runtime::Runtime::with_backends(ptecheck::backends::default_backends_with(multifn.clone()));
     rt.instruction_budget = a.budget;
     for o in &a.options {
         if let Err(e) = rt.options.parse_and_set(o) {
@@ -342,19 +343,30 @@ fn run(a: RunArgs) -> ExitCode {
     };
     let mut results = serde_json::Map::new();
     let mut status = ExitCode::SUCCESS;
+    // Load every method first and keep them alive together (as an app holding several methods
+    // does), so delegates of different methods can share a loaded model; then run each.
+    let mut loaded_methods = Vec::new();
     for name in &methods {
-        let outcome = (|| -> Result<Vec<HostValue>, RuntimeError> {
-            let mut m = rt.load_method(&loaded, name, ptd.as_ref(), &trace)?;
-            for i in 0..m.num_inputs() {
-                let v = match &given {
-                    Some(g) => g.get(i).cloned().unwrap_or(HostValue::None),
-                    None => m.input_template(i).unwrap_or(HostValue::None),
-                };
-                m.set_input(i, &v)?;
-            }
-            m.execute()?;
-            m.outputs()
-        })();
+        match rt.load_method(&loaded, name, ptd.as_ref(), &trace) {
+            Ok(m) => loaded_methods.push(Ok(m)),
+            Err(e) => loaded_methods.push(Err(e)),
+        }
+    }
+    for (name, m) in methods.iter().zip(loaded_methods.iter_mut()) {
+        let outcome = match m {
+            Err(e) => Err(e.clone()),
+            Ok(m) => (|| -> Result<Vec<HostValue>, RuntimeError> {
+                for i in 0..m.num_inputs() {
+                    let v = match &given {
+                        Some(g) => g.get(i).cloned().unwrap_or(HostValue::None),
+                        None => m.input_template(i).unwrap_or(HostValue::None),
+                    };
+                    m.set_input(i, &v)?;
+                }
+                m.execute()?;
+                m.outputs()
+            })(),
+        };
         match outcome {
             Ok(outs) => {
                 let enc: Vec<serde_json::Value> = outs.iter().map(io::to_json).collect();
@@ -374,14 +386,29 @@ fn run(a: RunArgs) -> ExitCode {
             }
         }
     }
+    let (loads, live, resident) = multifn.table.totals();
+    drop(loaded_methods);
     if a.json {
         let summary = a.trace.then(|| trace.summary());
+        let models = a.trace.then(|| {
+            json!({"loads": loads, "live_while_loaded": live, "resident_bytes_while_loaded": resident,
+                   "per_key": multifn.table.stats().into_iter().map(|(k, s)| json!({"cache_key": k.cache_key, "stats": s})).collect::<Vec<_>>()})
+        });
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({"methods": results, "trace": summary})).unwrap_or_default()
+            serde_json::to_string_pretty(&json!({"methods": results, "trace": summary, "multifn_models": models}))
+                .unwrap_or_default()
         );
     } else if a.trace {
         print_trace(&trace);
+        if loads > 0 {
+            println!(
+                "multifn models: {loads} load(s); {live} live, {resident} resident bytes while the methods were loaded"
+            );
+            for (k, s) in multifn.table.stats() {
+                println!("  {}: {} load(s), {} unload(s)", k.cache_key, s.loads, s.unloads);
+            }
+        }
     }
     status
 }

@@ -54,7 +54,11 @@ fn demo() -> LoweredModule {
 }
 
 fn program(methods: Vec<(&str, Graph)>, modules: Vec<LoweredModule>) -> IrProgram {
-    IrProgram { methods: methods.into_iter().map(|(n, g)| IrMethod { name: n.into(), graph: g }).collect(), modules }
+    IrProgram {
+        methods: methods.into_iter().map(|(n, g)| IrMethod { name: n.into(), graph: g }).collect(),
+        modules,
+        named_data: vec![],
+    }
 }
 
 fn x() -> ValueType {

@@ -17,7 +17,11 @@ fn two_calls(share_flag: bool) -> IrProgram {
     let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, 4])]);
     let a = g.call(0, &[g.input(0)], 1)[0];
     let b = g.call(0, &[a], 1)[0];
-    IrProgram { methods: vec![IrMethod { name: "forward".into(), graph: g.finish(&[b]) }], modules: vec![m] }
+    IrProgram {
+        methods: vec![IrMethod { name: "forward".into(), graph: g.finish(&[b]) }],
+        modules: vec![m],
+        named_data: vec![],
+    }
 }
 
 fn run(p: &IrProgram) -> (Vec<HostValue>, usize) {

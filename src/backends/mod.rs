@@ -6,6 +6,7 @@
 pub mod compiler_demo;
 pub mod failing;
 pub mod graph;
+pub mod multifn;
 
 use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule};
@@ -14,7 +15,13 @@ use std::sync::Arc;
 
 /// Every backend the reference runtime ships, for a default registry.
 pub fn default_backends() -> Vec<Arc<dyn Backend>> {
+    default_backends_with(Arc::new(multifn::MultifnBackend::default()))
+}
+
+/// [`default_backends`] around a given `multifn` backend (whose model table the caller reads).
+pub fn default_backends_with(multifn: Arc<multifn::MultifnBackend>) -> Vec<Arc<dyn Backend>> {
     vec![
+        multifn,
         Arc::new(compiler_demo::CompilerDemoBackend),
         Arc::new(graph::GraphBackend(graph::Flavor::Demo)),
         Arc::new(graph::GraphBackend(graph::Flavor::ArgKeep)),

@@ -690,11 +690,16 @@ pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
             non_const_buffer_device: None,
         });
     }
-    Ok(serialize(plans, prog, opts))
+    Ok(serialize(plans, prog, &p.named_data, opts))
 }
 
 /// Segment layout and blob extraction (S1-S3).
-fn serialize(mut plans: Vec<ExecutionPlan>, prog: ProgramState, opts: &EmitOptions) -> Emitted {
+fn serialize(
+    mut plans: Vec<ExecutionPlan>,
+    prog: ProgramState,
+    named: &[crate::ir::NamedBlob],
+    opts: &EmitOptions,
+) -> Emitted {
     let mut segment_data: Vec<Vec<u8>> = Vec::new();
     // S1: constants -> segment 0, each but the last padded to 16.
     let mut constant_bytes = Vec::new();
@@ -734,6 +739,17 @@ fn serialize(mut plans: Vec<ExecutionPlan>, prog: ProgramState, opts: &EmitOptio
     } else {
         inline = prog.blobs.iter().map(|b| BackendDelegateInlineData { data: Some(Bytes(b.clone())) }).collect();
     }
+    // S4: named data after the delegate segments, one segment per distinct buffer (content
+    // dedup) in key insertion order; many keys may share a segment.
+    let mut named_data = Vec::with_capacity(named.len());
+    let mut segment_of_blob: HashMap<[u8; 32], u32> = HashMap::new();
+    for n in named {
+        let seg = *segment_of_blob.entry(sha(&n.data)).or_insert_with(|| {
+            segment_data.push(n.data.clone());
+            (segment_data.len() - 1) as u32
+        });
+        named_data.push(NamedData { key: Some(n.key.clone()), segment_index: seg });
+    }
     let sizes: Vec<(u64, u64)> = segment_data.iter().map(|d| (d.len() as u64, 1)).collect();
     let program = Program {
         version: 0,
@@ -743,7 +759,7 @@ fn serialize(mut plans: Vec<ExecutionPlan>, prog: ProgramState, opts: &EmitOptio
         segments: Some(format::layout_segments(&sizes, 128)),
         constant_segment: Some(SubsegmentOffsets { segment_index: 0, offsets: Some(offsets) }),
         mutable_data_segments: None,
-        named_data: None,
+        named_data: (!named_data.is_empty()).then_some(named_data),
     };
     Emitted { program, segment_data }
 }

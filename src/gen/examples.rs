@@ -14,7 +14,51 @@ pub const EXAMPLES: &[&str] = &[
     "cond-delegates",
     "map-delegate",
     "multi-method",
+    "multifunction",
+    "multifunction-off",
 ];
+
+/// Width of the multi-function example's layers.
+pub const MF_WIDTH: usize = 32;
+
+/// A partition `linear(x, w, b)` with deterministic weights seeded by `seed`, then `relu` if
+/// `relu`; input `[rows, MF_WIDTH]`.
+fn linear_partition(rows: usize, seed: u64, relu: bool) -> Graph {
+    let n = MF_WIDTH;
+    let w: Vec<f64> = (0..n * n).map(|i| (((i as u64 * 7919 + seed * 104_729) % 17) as f64 - 8.0) / 32.0).collect();
+    let b: Vec<f64> = (0..n).map(|i| (((i as u64 + seed) % 5) as f64 - 2.0) / 8.0).collect();
+    let mut g =
+        GraphBuilder::new(vec![f32_const(vec![n, n], w), f32_const(vec![n], b)], vec![f32_tensor(vec![rows, n])]);
+    let mut y = g.op(Op::Linear, &[g.input(0), g.constant(0), g.constant(1)]);
+    if relu {
+        y = g.op(Op::Relu, &[y]);
+    }
+    g.finish(&[y])
+}
+
+/// Methods `forward` (`[1, W]`) and `prefill` (`[4, W]`), each: partition 0 (linear 1), a CPU
+/// graph break (cumsum), partition 1 (linear 2 + relu). Both methods share both weight sets.
+pub fn multifunction(on: bool) -> IrProgram {
+    use crate::backends::multifn::{export, MethodPartitions, MULTIFUNCTION_SPEC};
+    let specs = if on { vec![(MULTIFUNCTION_SPEC.to_string(), vec![1u8])] } else { vec![] };
+    let parts = |method: &str, rows: usize| MethodPartitions {
+        method: method.into(),
+        partitions: vec![
+            (linear_partition(rows, 1, false), specs.clone()),
+            (linear_partition(rows, 2, true), specs.clone()),
+        ],
+    };
+    let methods = [parts("forward", 1), parts("prefill", 4)];
+    let (modules, named_data) = export(&methods).unwrap_or_else(|e| unreachable!("built-in multifunction export: {e}"));
+    let method = |name: &str, rows: usize, first: usize| {
+        let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![rows, MF_WIDTH])]);
+        let a = g.call(first, &[g.input(0)], 1)[0];
+        let c = g.op(Op::Cumsum { dim: 1 }, &[a]);
+        let b = g.call(first + 1, &[c], 1)[0];
+        IrMethod { name: name.into(), graph: g.finish(&[b]) }
+    };
+    IrProgram { methods: vec![method("forward", 1, 0), method("prefill", 4, 2)], modules, named_data }
+}
 
 /// A `[2, 4] -> [2, 4]` partition: `sin(x * w + b)` with small constant weights.
 pub fn step_graph() -> Graph {
@@ -47,7 +91,11 @@ pub fn example(name: &str) -> Option<IrProgram> {
             for _ in 0..10 {
                 v = g.call(0, &[v], 1)[0];
             }
-            IrProgram { methods: vec![method("forward", g.finish(&[v]))], modules: vec![module(Flavor::Demo, vec![])] }
+            IrProgram {
+                methods: vec![method("forward", g.finish(&[v]))],
+                modules: vec![module(Flavor::Demo, vec![])],
+                named_data: vec![],
+            }
         }
         // Two partitions with identical bytes and compile specs, separated by a CPU op.
         "identical-partitions" | "same-blob-different-specs" => {
@@ -62,6 +110,7 @@ pub fn example(name: &str) -> Option<IrProgram> {
                     module(Flavor::Demo, vec![("level".into(), vec![1])]),
                     module(Flavor::Demo, vec![("level".into(), vec![spec_b])]),
                 ],
+                named_data: vec![],
             }
         }
         // A scratch module called twice: emitted per call site, rejected by the runtime (SH10).
@@ -72,6 +121,7 @@ pub fn example(name: &str) -> Option<IrProgram> {
             IrProgram {
                 methods: vec![method("forward", g.finish(&[b]))],
                 modules: vec![module(Flavor::Scratch, vec![])],
+                named_data: vec![],
             }
         }
         // One shared module called in both branches of a cond (P6).
@@ -99,6 +149,7 @@ pub fn example(name: &str) -> Option<IrProgram> {
             IrProgram {
                 methods: vec![method("forward", g.finish(&[out]))],
                 modules: vec![module(Flavor::Demo, vec![])],
+                named_data: vec![],
             }
         }
         // A call inside a map body: one BackendDelegate, executed once per iteration (E28).
@@ -111,6 +162,7 @@ pub fn example(name: &str) -> Option<IrProgram> {
             IrProgram {
                 methods: vec![method("forward", g.finish(&[out]))],
                 modules: vec![module(Flavor::Demo, vec![])],
+                named_data: vec![],
             }
         }
         // One module used by two methods: one BackendDelegate per method, one blob (E21, P4).
@@ -124,8 +176,11 @@ pub fn example(name: &str) -> Option<IrProgram> {
             IrProgram {
                 methods: vec![method("forward", f.finish(&[r])), method("prefill", p.finish(&[c]))],
                 modules: vec![module(Flavor::Demo, vec![])],
+                named_data: vec![],
             }
         }
+        "multifunction" => multifunction(true),
+        "multifunction-off" => multifunction(false),
         _ => return None,
     })
 }

@@ -561,7 +561,7 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>) -> Generated {
             ctx.feature(if same { "identical_partitions_same_specs" } else { "identical_partitions_diff_specs" });
         }
     }
-    let program = IrProgram { methods, modules: ctx.modules };
+    let program = IrProgram { methods, modules: ctx.modules, named_data: vec![] };
     Generated { program, features: ctx.features }
 }
 

@@ -237,7 +237,10 @@ pub fn node_types(
             let m = modules
                 .get(*module)
                 .ok_or_else(|| err(path, format!("module {module} does not exist ({} modules)", modules.len())))?;
-            let sig = graph_types(&m.graph, modules, &format!("modules[{module}].graph"))?;
+            if m.graph.nodes.iter().any(|n| !matches!(n, Node::Op { .. })) {
+                return Err(err(path, format!("module {module} holds more than CPU ops")));
+            }
+            let sig = graph_types(&m.graph, &[], &format!("modules[{module}].graph"))?;
             let c = m.graph.constants.len();
             same_types(&sig[c..c + m.graph.inputs.len()], &get_all(args)?, path, "call arguments")?;
             Ok(m.graph.outputs.iter().map(|r| sig[*r].clone()).collect())
@@ -361,10 +364,20 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
 
 /// Checks a whole program: every module graph, every method graph, unique method names.
 pub fn check_program(p: &IrProgram) -> Result<(), IrError> {
+    // CPU ops only, checked before typing: a module calling a module (itself, say) would
+    // otherwise recurse without end.
     for (i, m) in p.modules.iter().enumerate() {
-        graph_types(&m.graph, &p.modules, &format!("modules[{i}].graph"))?;
         if m.graph.nodes.iter().any(|n| !matches!(n, Node::Op { .. })) {
             return Err(err(&format!("modules[{i}].graph"), "a lowered module holds CPU ops only"));
+        }
+    }
+    for (i, m) in p.modules.iter().enumerate() {
+        graph_types(&m.graph, &p.modules, &format!("modules[{i}].graph"))?;
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    for (i, n) in p.named_data.iter().enumerate() {
+        if !keys.insert(n.key.as_str()) {
+            return Err(err(&format!("named_data[{i}].key"), format!("duplicate key `{}`", n.key)));
         }
     }
     let mut names = std::collections::BTreeSet::new();

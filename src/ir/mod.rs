@@ -276,6 +276,20 @@ pub struct IrProgram {
     /// Lowered modules, program-wide.
     #[serde(default)]
     pub modules: Vec<LoweredModule>,
+    /// The program-wide named-data store (blobs backends share by key), in insertion order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub named_data: Vec<NamedBlob>,
+}
+
+/// One key of the named-data store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedBlob {
+    /// Unique key.
+    pub key: String,
+    /// The bytes (hex in JSON).
+    #[serde(with = "hex_bytes")]
+    pub data: Vec<u8>,
 }
 
 /// One method.

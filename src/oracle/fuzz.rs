@@ -94,7 +94,10 @@ pub fn structured(data: &[u8]) -> Outcome {
         report.failures,
         crate::ir::pretty::program(&g.program)
     );
-    let Ok(emitted) = crate::emit::emit(&g.program, &Default::default()) else {
+    // The same options check_program emits with (the swarm config may switch while_loop on).
+    let Ok(emitted) =
+        crate::emit::emit(&g.program, &crate::emit::EmitOptions { allow_while: true, ..Default::default() })
+    else {
         unreachable!("check_program emitted it")
     };
     let Ok(mut bytes) = emitted.to_bytes() else { unreachable!("check_program wrote it") };

@@ -1,0 +1,475 @@
+//! The `multifn` test backend (seed 003, C.3): multi-function export into one bundle, and a
+//! runtime that can share one loaded model among every delegate of that bundle.
+//!
+//! Export (`export`): every method's partitions at once. With the `multifunction` compile spec
+//! (P8) on every partition, ONE bundle holds one function per partition named `<method>_<i>`
+//! (P9) and every weight once (deduplicated by content); it is stored once in the named-data
+//! store under `<export_hash>/<file>`; each delegate's processed bytes are its own manifest
+//! (P10). Without the spec, each partition gets its own single-function bundle (one model per
+//! delegate). Partitions that fall back to CPU are ordinary IR ops between the calls.
+//!
+//! Runtime (`MultifnBackend`): options `share_multifunction_model` (bool), `cache_dir`
+//! (string, default a temp dir) and `compute_units` (string, default `all`). Sharing on: the
+//! model is acquired from the process-wide [`table::ModelTable`] keyed by (cache directory
+//! device + inode, export hash + compute units); executions on one model are serialised.
+
+pub mod table;
+
+mod sync {
+    pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+}
+
+use crate::backends::graph::{read_val, write_val};
+use crate::ir::eval::eval_graph;
+use crate::ir::infer::{graph_types, IrError};
+use crate::ir::{ConstTensor, Graph, HexBytes, LoweredModule, NamedBlob};
+use crate::program::{sha256_hex, CompileSpec};
+use crate::runtime::frame::{OpError, OpResult};
+use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use table::{ModelKey, ModelTable, Resident};
+use thiserror::Error;
+
+/// Registry id.
+pub const ID: &str = "multifn";
+/// Compile spec marking a partition multi-function (P8): value `[1]`.
+pub const MULTIFUNCTION_SPEC: &str = "multifunction";
+/// Compile spec of input enumerations (incompatible with multi-function, MF6).
+pub const INPUT_ENUMERATIONS_SPEC: &str = "input_enumerations";
+/// Runtime option enabling the shared model (MF7).
+pub const SHARE_OPTION: &str = "share_multifunction_model";
+
+/// Compile specs as (key, value) pairs.
+pub type Specs = Vec<(String, Vec<u8>)>;
+
+/// One method's partitions, each with its compile specs.
+#[derive(Clone, Debug)]
+pub struct MethodPartitions {
+    /// Method name.
+    pub method: String,
+    /// Partitions in graph order (P9).
+    pub partitions: Vec<(Graph, Specs)>,
+}
+
+/// Export errors (MF6), naming the methods involved.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ExportError {
+    /// The multi-function option is set on some methods only.
+    #[error("multifunction is set for {with:?} but not for {without:?}")]
+    MixedOption {
+        /// Methods with the option.
+        with: Vec<String>,
+        /// Methods without it.
+        without: Vec<String>,
+    },
+    /// Partitions of a multi-function export differ in compile specs.
+    #[error("partitions of methods {first} and {second} have different compile specs")]
+    DifferentSpecs {
+        /// One method.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// Input enumerations cannot be combined with multi-function export.
+    #[error("input enumerations are set for {methods:?} together with multifunction")]
+    InputEnumerations {
+        /// Methods with enumerations.
+        methods: Vec<String>,
+    },
+    /// A partition graph is invalid.
+    #[error("partition: {0}")]
+    Invalid(#[from] IrError),
+}
+
+/// A function of a bundle: its graph with constant values moved out to the weight table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionDef {
+    /// The partition graph; constants keep dtype and shape, their values are in `weights`.
+    pub graph: Graph,
+    /// Weight index of each constant.
+    pub weights: Vec<usize>,
+}
+
+/// Where one weight is in the weights file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightRef {
+    /// Byte offset.
+    pub offset: usize,
+    /// Element count.
+    pub len: usize,
+}
+
+/// The bundle's function table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleIndex {
+    /// Functions by name.
+    pub functions: BTreeMap<String, FunctionDef>,
+    /// Weights in the weights file (f64 little-endian values).
+    pub weights: Vec<WeightRef>,
+}
+
+/// A delegate's processed bytes (P10).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Function of the bundle this delegate runs.
+    pub function: String,
+    /// Input names.
+    pub input_names: Vec<String>,
+    /// Output names.
+    pub output_names: Vec<String>,
+    /// Multi-function bundle (absent = false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multifunction: Option<bool>,
+    /// Hash naming the bundle.
+    pub export_hash: String,
+    /// Directory of the bundle's files (the named-data key prefix).
+    pub path: String,
+    /// Files of the bundle.
+    pub files: Vec<String>,
+}
+
+fn invalid(detail: impl Into<String>) -> OpError {
+    OpError::new(ErrorCode::InvalidProgram, detail)
+}
+
+/// Parses a manifest (P10): unparseable, missing members or a non-boolean `multifunction` ->
+/// InvalidProgram.
+pub fn parse_manifest(processed: &[u8]) -> OpResult<Manifest> {
+    let v: serde_json::Value =
+        serde_json::from_slice(processed).map_err(|e| invalid(format!("manifest is not JSON: {e}")))?;
+    if v.get("multifunction").is_some_and(|m| !m.is_boolean() && !m.is_null()) {
+        return Err(invalid("manifest member `multifunction` is not a boolean"));
+    }
+    serde_json::from_value(v).map_err(|e| invalid(format!("manifest: {e}")))
+}
+
+fn encode_weights(weights: &[Vec<f64>]) -> (Vec<WeightRef>, Vec<u8>) {
+    let mut refs = Vec::with_capacity(weights.len());
+    let mut bytes = Vec::new();
+    for w in weights {
+        refs.push(WeightRef { offset: bytes.len(), len: w.len() });
+        for v in w {
+            bytes.extend_from_slice(&(*v as f32).to_le_bytes());
+        }
+    }
+    (refs, bytes)
+}
+
+/// Builds one bundle from named functions; returns (index JSON, weights bytes).
+fn build_bundle(functions: &[(String, Graph)]) -> (Vec<u8>, Vec<u8>) {
+    let mut index = BundleIndex::default();
+    let mut weights: Vec<Vec<f64>> = Vec::new();
+    for (name, g) in functions {
+        let mut graph = g.clone();
+        let mut ids = Vec::with_capacity(graph.constants.len());
+        for c in graph.constants.iter_mut() {
+            let values = std::mem::take(&mut c.values);
+            // Weights shared between functions are stored once.
+            let id = weights.iter().position(|w| *w == values).unwrap_or_else(|| {
+                weights.push(values);
+                weights.len() - 1
+            });
+            ids.push(id);
+        }
+        index.functions.insert(name.clone(), FunctionDef { graph, weights: ids });
+    }
+    let (refs, bytes) = encode_weights(&weights);
+    index.weights = refs;
+    (serde_json::to_vec(&index).unwrap_or_default(), bytes)
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+fn has_spec(specs: &[(String, Vec<u8>)], key: &str) -> bool {
+    specs.iter().any(|(k, _)| k == key)
+}
+
+/// Multi-method preprocess: lowered modules (methods in order, partitions in order) and the
+/// named-data blobs to add to the program.
+pub fn export(methods: &[MethodPartitions]) -> Result<(Vec<LoweredModule>, Vec<NamedBlob>), ExportError> {
+    for m in methods {
+        for (g, _) in &m.partitions {
+            graph_types(g, &[], &format!("{}.partition", m.method))?;
+        }
+    }
+    let on = |m: &MethodPartitions| {
+        m.partitions.iter().any(|(_, s)| s.iter().any(|(k, v)| k == MULTIFUNCTION_SPEC && v == &[1]))
+    };
+    let with: Vec<String> = methods.iter().filter(|m| on(m)).map(|m| m.method.clone()).collect();
+    let without: Vec<String> =
+        methods.iter().filter(|m| !on(m) && !m.partitions.is_empty()).map(|m| m.method.clone()).collect();
+    if !with.is_empty() && !without.is_empty() {
+        return Err(ExportError::MixedOption { with, without });
+    }
+    let multifunction = !with.is_empty();
+    let mut modules = Vec::new();
+    let mut named = Vec::new();
+    if multifunction {
+        let enums: Vec<String> = methods
+            .iter()
+            .filter(|m| m.partitions.iter().any(|(_, s)| has_spec(s, INPUT_ENUMERATIONS_SPEC)))
+            .map(|m| m.method.clone())
+            .collect();
+        if !enums.is_empty() {
+            return Err(ExportError::InputEnumerations { methods: enums });
+        }
+        // P8: every partition's full compile-spec list must match, in order.
+        let mut reference: Option<(&str, &Specs)> = None;
+        for m in methods {
+            for (_, specs) in &m.partitions {
+                match reference {
+                    None => reference = Some((&m.method, specs)),
+                    Some((first, r)) if r != specs => {
+                        return Err(ExportError::DifferentSpecs { first: first.into(), second: m.method.clone() })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let functions: Vec<(String, Graph)> = methods
+            .iter()
+            .flat_map(|m| {
+                m.partitions.iter().enumerate().map(move |(i, (g, _))| (format!("{}_{i}", m.method), g.clone()))
+            })
+            .collect();
+        let (index, weights) = build_bundle(&functions);
+        let hash = sha256_hex(&[index.as_slice(), weights.as_slice()].concat())[..16].to_string();
+        let files = vec!["model.json".to_string(), "weights.bin".to_string()];
+        named.push(NamedBlob { key: format!("{hash}/model.json"), data: index });
+        named.push(NamedBlob { key: format!("{hash}/weights.bin"), data: weights });
+        for m in methods {
+            for (i, (g, specs)) in m.partitions.iter().enumerate() {
+                let manifest = Manifest {
+                    function: format!("{}_{i}", m.method),
+                    input_names: names("x", g.inputs.len()),
+                    output_names: names("y", g.outputs.len()),
+                    multifunction: Some(true),
+                    export_hash: hash.clone(),
+                    path: hash.clone(),
+                    files: files.clone(),
+                };
+                modules.push(module(g, specs, &manifest));
+            }
+        }
+    } else {
+        for m in methods {
+            for (i, (g, specs)) in m.partitions.iter().enumerate() {
+                let function = format!("{}_{i}", m.method);
+                let (index, weights) = build_bundle(&[(function.clone(), g.clone())]);
+                // One self-contained file per model: index length, index, weights.
+                let mut file = (index.len() as u64).to_le_bytes().to_vec();
+                file.extend_from_slice(&index);
+                file.extend_from_slice(&weights);
+                let hash = sha256_hex(&file)[..16].to_string();
+                named.push(NamedBlob { key: format!("{hash}/model.bin"), data: file });
+                let manifest = Manifest {
+                    function,
+                    input_names: names("x", g.inputs.len()),
+                    output_names: names("y", g.outputs.len()),
+                    multifunction: None,
+                    export_hash: hash.clone(),
+                    path: hash,
+                    files: vec!["model.bin".into()],
+                };
+                modules.push(module(g, specs, &manifest));
+            }
+        }
+    }
+    Ok((modules, named))
+}
+
+fn module(g: &Graph, specs: &[(String, Vec<u8>)], manifest: &Manifest) -> LoweredModule {
+    LoweredModule {
+        backend: ID.into(),
+        graph: g.clone(),
+        processed: serde_json::to_vec(manifest).unwrap_or_default(),
+        compile_specs: specs.iter().map(|(k, v)| (k.clone(), HexBytes(v.clone()))).collect(),
+        share_handle_across_calls: false,
+        scratch_specs: vec![],
+    }
+}
+
+/// A loaded model: every function with its weights filled in.
+#[derive(Debug)]
+pub struct LoadedModel {
+    functions: BTreeMap<String, Graph>,
+    weight_bytes: usize,
+    exec: std::sync::Mutex<()>,
+}
+
+impl Resident for LoadedModel {
+    fn resident_bytes(&self) -> usize {
+        self.weight_bytes
+    }
+}
+
+fn blob<'a>(named: &[(&str, &'a [u8])], key: &str) -> OpResult<&'a [u8]> {
+    named
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, b)| *b)
+        .ok_or_else(|| OpError::new(ErrorCode::NotFound, format!("named data `{key}` is missing")))
+}
+
+/// Loads a bundle from named data.
+pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<LoadedModel> {
+    let (index, weights): (&[u8], &[u8]) = if manifest.files.iter().any(|f| f == "model.bin") {
+        let file = blob(named, &format!("{}/model.bin", manifest.path))?;
+        let n = file
+            .get(..8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize)
+            .ok_or_else(|| invalid("model.bin too short"))?;
+        let end = 8usize
+            .checked_add(n)
+            .filter(|e| *e <= file.len())
+            .ok_or_else(|| invalid("model.bin index past its end"))?;
+        (&file[8..end], &file[end..])
+    } else {
+        (
+            blob(named, &format!("{}/model.json", manifest.path))?,
+            blob(named, &format!("{}/weights.bin", manifest.path))?,
+        )
+    };
+    let index: BundleIndex = serde_json::from_slice(index).map_err(|e| invalid(format!("bundle index: {e}")))?;
+    let mut functions = BTreeMap::new();
+    for (name, f) in index.functions {
+        let mut g = f.graph;
+        for (c, w) in g.constants.iter_mut().zip(&f.weights) {
+            let r = index.weights.get(*w).ok_or_else(|| invalid(format!("{name}: weight {w} missing")))?;
+            let bytes = r
+                .offset
+                .checked_add(r.len * 4)
+                .and_then(|e| weights.get(r.offset..e))
+                .ok_or_else(|| invalid(format!("{name}: weight {w} past the file")))?;
+            c.values = bytes.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
+        }
+        if g.constants.iter().any(|c: &ConstTensor| c.values.len() != c.shape.iter().product::<usize>()) {
+            return Err(invalid(format!("{name}: weight sizes do not match")));
+        }
+        graph_types(&g, &[], &name).map_err(|e| invalid(e.to_string()))?;
+        functions.insert(name, g);
+    }
+    Ok(LoadedModel { functions, weight_bytes: weights.len(), exec: std::sync::Mutex::new(()) })
+}
+
+struct Handle {
+    model: Arc<LoadedModel>,
+    key: ModelKey,
+    function: String,
+}
+
+/// The runtime side.
+#[derive(Default)]
+pub struct MultifnBackend {
+    /// The process-wide table of loaded models.
+    pub table: ModelTable<LoadedModel>,
+    unshared: AtomicU64,
+}
+
+impl std::fmt::Debug for MultifnBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MultifnBackend({:?})", self.table.totals())
+    }
+}
+
+fn option_err(code: ErrorCode, what: &str) -> OpError {
+    let code = if code == ErrorCode::NotFound { ErrorCode::NotFound } else { ErrorCode::InvalidArgument };
+    OpError::new(code, format!("runtime option `{what}` has the wrong type"))
+}
+
+impl Backend for MultifnBackend {
+    fn id(&self) -> &str {
+        ID
+    }
+
+    fn init(&self, ctx: &InitContext<'_>, processed: &[u8], _specs: &[CompileSpec]) -> Result<BackendHandle, OpError> {
+        let manifest = parse_manifest(processed)?;
+        let share = match ctx.options.get_bool(SHARE_OPTION) {
+            Ok(b) => b,
+            Err(ErrorCode::NotFound) => false,
+            Err(c) => return Err(option_err(c, SHARE_OPTION)),
+        };
+        if share && manifest.multifunction != Some(true) {
+            return Err(OpError::new(
+                ErrorCode::InvalidArgument,
+                format!("{SHARE_OPTION} is on but delegate `{}` is not multi-function", manifest.function),
+            ));
+        }
+        let dir = match ctx.options.get_str("cache_dir") {
+            Ok(d) => std::path::PathBuf::from(d),
+            Err(ErrorCode::NotFound) => {
+                let d = std::env::temp_dir().join("ptecheck-multifn-cache");
+                let _ = std::fs::create_dir_all(&d);
+                d
+            }
+            Err(c) => return Err(option_err(c, "cache_dir")),
+        };
+        let units = match ctx.options.get_str("compute_units") {
+            Ok(u) => u.to_string(),
+            Err(ErrorCode::NotFound) => "all".into(),
+            Err(c) => return Err(option_err(c, "compute_units")),
+        };
+        let meta = std::fs::metadata(&dir)
+            .map_err(|e| OpError::new(ErrorCode::AccessFailed, format!("cache directory {}: {e}", dir.display())))?;
+        if !meta.is_dir() {
+            return Err(OpError::new(
+                ErrorCode::AccessFailed,
+                format!("cache directory {} is not a directory", dir.display()),
+            ));
+        }
+        use std::os::unix::fs::MetadataExt;
+        let mut cache_key = format!("{}:{units}", manifest.export_hash);
+        if !share {
+            // Sharing off: every delegate loads its own model (K delegates -> K loads).
+            cache_key.push_str(&format!("#{}", self.unshared.fetch_add(1, Ordering::Relaxed)));
+        }
+        let key = ModelKey { dev: meta.dev(), ino: meta.ino(), cache_key };
+        let model = self.table.acquire(&key, || load_model(&manifest, ctx.named_data))?;
+        if !model.functions.contains_key(&manifest.function) {
+            self.table.release(&key);
+            return Err(invalid(format!("bundle has no function `{}`", manifest.function)));
+        }
+        let bytes = model.weight_bytes;
+        Ok(BackendHandle { state: Box::new(Handle { model, key, function: manifest.function }), bytes })
+    }
+
+    fn execute(&self, handle: &mut BackendHandle, args: &mut DelegateArgs<'_, '_>) -> Result<(), OpError> {
+        let h = handle
+            .state
+            .downcast_ref::<Handle>()
+            .ok_or_else(|| OpError::new(ErrorCode::DelegateInvalidHandle, "not a multifn handle"))?;
+        let g = h.model.functions.get(&h.function).ok_or_else(|| invalid("function vanished"))?;
+        let (n_in, n_out) = (g.inputs.len(), g.outputs.len());
+        if args.args.len() != n_in + n_out {
+            return Err(OpError::new(
+                ErrorCode::InvalidArgument,
+                format!("call passes {} args; `{}` takes {n_in} + {n_out}", args.args.len(), h.function),
+            ));
+        }
+        // Delegates sharing one model execute one at a time (MF12).
+        let _turn = h.model.exec.lock().unwrap_or_else(|p| p.into_inner());
+        let inputs = args.args[..n_in].iter().map(|v| read_val(args.frame, *v)).collect::<OpResult<Vec<_>>>()?;
+        let outputs =
+            eval_graph(g, &[], &inputs, &h.function).map_err(|e| OpError::new(ErrorCode::Internal, e.to_string()))?;
+        for (slot, val) in args.args[n_in..].iter().zip(&outputs) {
+            write_val(args.frame, *slot, val)?;
+        }
+        Ok(())
+    }
+
+    fn destroy(&self, handle: BackendHandle) {
+        if let Ok(h) = handle.state.downcast::<Handle>() {
+            let key = h.key.clone();
+            drop(h);
+            self.table.release(&key);
+        }
+    }
+}
