@@ -364,6 +364,14 @@ fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if !out_shape.is_empty() {
         out_shape[dim] = idx.len();
     }
+    if out_shape.contains(&0) {
+        // An empty result (outer x inner may still be astronomically large).
+        f.resize(a[3], &out_shape)?;
+        return f.write_bytes(a[3], &[]);
+    }
+    if s.contains(&0) {
+        return Err(bad(format!("index_select from an empty dimension (shape {s:?})")));
+    }
     let mut map = Vec::new();
     for o in 0..outer {
         for &k in &idx {
@@ -393,6 +401,10 @@ fn cumsum(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let inner = st.get(dim).copied().unwrap_or(1);
     let outer: usize = s[..dim.min(s.len())].iter().product();
     f.resize(a[3], &s)?;
+    if s.contains(&0) {
+        // Nothing to sum (and outer x inner may be astronomically large while numel is 0).
+        return f.write_bytes(a[3], &[]);
+    }
     if is_float(f.dtype(a[3])?) {
         let mut x = f.read_f64(a[0])?;
         for o in 0..outer {
@@ -428,8 +440,35 @@ fn cumsum(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 
 fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let s = f.sizes(a[0])?;
-    let x = f.read_f64(a[0])?;
     let keepdim = f.bool(a[2])?;
+    // The output shape is validated (resized) before anything is computed, and a reduction
+    // over no elements is an error, as in PyTorch.
+    let out_shape = match f.value(a[1])? {
+        Value::None => {
+            if keepdim {
+                vec![1; s.len()]
+            } else {
+                vec![]
+            }
+        }
+        _ => {
+            let dim = norm_dim(f.int(a[1])?, s.len())?;
+            let mut shape = s.clone();
+            if !shape.is_empty() {
+                if keepdim {
+                    shape[dim] = 1;
+                } else {
+                    shape.remove(dim);
+                }
+            }
+            shape
+        }
+    };
+    if s.contains(&0) {
+        return Err(bad(format!("argmax of a tensor with no elements (shape {s:?})")));
+    }
+    f.resize(a[3], &out_shape)?;
+    let x = f.read_f64(a[0])?;
     let better = |cand: f64, best: f64| cand.is_nan() && !best.is_nan() || cand > best;
     match f.value(a[1])? {
         Value::None => {
@@ -439,8 +478,6 @@ fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
                     best = i;
                 }
             }
-            let shape = if keepdim { vec![1; s.len()] } else { vec![] };
-            f.resize(a[3], &shape)?;
             f.write_i64(a[3], &[best as i64])
         }
         _ => {
@@ -461,15 +498,6 @@ fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
                     r.push(best as i64);
                 }
             }
-            let mut shape = s.clone();
-            if !shape.is_empty() {
-                if keepdim {
-                    shape[dim] = 1;
-                } else {
-                    shape.remove(dim);
-                }
-            }
-            f.resize(a[3], &shape)?;
             f.write_i64(a[3], &r)
         }
     }

@@ -1,0 +1,337 @@
+//! Multi-function bundles and one shared loaded model (semantics.md C.3, P8-P11).
+
+use ptecheck::backends::multifn::table::{ModelKey, ModelTable, Resident};
+use ptecheck::backends::multifn::{
+    export, parse_manifest, ExportError, MethodPartitions, MultifnBackend, MULTIFUNCTION_SPEC,
+};
+use ptecheck::backends::{default_backends_with, multifn};
+use ptecheck::emit::{emit, EmitOptions};
+use ptecheck::format;
+use ptecheck::gen::examples::{example, multifunction, MF_WIDTH};
+use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
+use ptecheck::ir::eval::{eval_method, sample_inputs};
+use ptecheck::ir::{Graph, IrMethod, IrProgram, Op};
+use ptecheck::oracle::to_host;
+use ptecheck::runtime::{ErrorCode, HostValue, OptionValue, Runtime, RuntimeError, Trace};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ptecheck-mf-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+fn bytes_of(p: &IrProgram) -> Vec<u8> {
+    emit(p, &EmitOptions::default()).expect("emits").to_bytes().expect("writes")
+}
+
+fn runtime(share: bool, dir: &Path, units: &str) -> (Runtime, Arc<MultifnBackend>) {
+    let mf = Arc::new(MultifnBackend::default());
+    let mut rt = Runtime::with_backends(default_backends_with(mf.clone()));
+    rt.options.set(multifn::ID, multifn::SHARE_OPTION, OptionValue::Bool(share)).expect("opt");
+    rt.options.set(multifn::ID, "cache_dir", OptionValue::Str(dir.to_string_lossy().into())).expect("opt");
+    rt.options.set(multifn::ID, "compute_units", OptionValue::Str(units.into())).expect("opt");
+    (rt, mf)
+}
+
+#[test]
+fn mf2_one_bundle_one_function_per_partition_named_method_index() {
+    let p = multifunction(true);
+    let functions: Vec<String> =
+        p.modules.iter().map(|m| parse_manifest(&m.processed).expect("manifest").function).collect();
+    assert_eq!(functions, ["forward_0", "forward_1", "prefill_0", "prefill_1"]);
+    let hashes: std::collections::BTreeSet<String> =
+        p.modules.iter().map(|m| parse_manifest(&m.processed).expect("m").export_hash).collect();
+    assert_eq!(hashes.len(), 1, "one bundle");
+    let keys: Vec<&str> = p.named_data.iter().map(|n| n.key.as_str()).collect();
+    let h = hashes.iter().next().expect("hash");
+    assert_eq!(keys, [format!("{h}/model.json"), format!("{h}/weights.bin")]);
+}
+
+#[test]
+fn mf3_the_bundle_is_stored_once_and_weights_once() {
+    let on = bytes_of(&multifunction(true));
+    let off = bytes_of(&multifunction(false));
+    let l = format::load(&on).expect("loads");
+    assert_eq!(l.named_data.len(), 2);
+    let weights =
+        l.named_data_map().iter().find(|(k, _)| k.ends_with("weights.bin")).map(|(_, b)| b.len()).expect("weights");
+    assert_eq!(
+        weights,
+        2 * (MF_WIDTH * MF_WIDTH + MF_WIDTH) * 4,
+        "two layers' weights, each stored once for both methods"
+    );
+    assert!(on.len() * 10 < off.len() * 7, "on {} B vs off {} B", on.len(), off.len());
+    // A two-method bundle is about a one-method one plus small per-function overhead.
+    let one = {
+        let mut p = multifunction(true);
+        p.methods.truncate(1);
+        let (modules, named) = export(&[MethodPartitions {
+            method: "forward".into(),
+            partitions: p
+                .modules
+                .iter()
+                .take(2)
+                .map(|m| (m.graph.clone(), vec![(MULTIFUNCTION_SPEC.into(), vec![1])]))
+                .collect(),
+        }])
+        .expect("exports");
+        IrProgram { methods: p.methods, modules, named_data: named }
+    };
+    let one = bytes_of(&one);
+    assert!(on.len() < one.len() + one.len() / 2, "two methods {} B vs one method {} B", on.len(), one.len());
+}
+
+#[test]
+fn mf4_manifests_are_distinct_per_delegate_and_validated() {
+    let p = multifunction(true);
+    let blobs: std::collections::BTreeSet<&Vec<u8>> = p.modules.iter().map(|m| &m.processed).collect();
+    assert_eq!(blobs.len(), 4, "distinct manifests, so no BackendDelegate sharing arises");
+    assert!(parse_manifest(br#"{"function":"f","input_names":[],"output_names":[],"multifunction":"yes","export_hash":"h","path":"h","files":[]}"#).is_err());
+    assert!(parse_manifest(br#"{"function":"f"}"#).is_err());
+    assert!(parse_manifest(b"not json").is_err());
+    let ok = parse_manifest(
+        br#"{"function":"f","input_names":[],"output_names":[],"export_hash":"h","path":"h","files":[]}"#,
+    )
+    .expect("ok");
+    assert_eq!(ok.multifunction, None, "absent means false");
+}
+
+fn partition() -> Graph {
+    let mut g = GraphBuilder::new(vec![f32_const(vec![4], vec![1.0; 4])], vec![f32_tensor(vec![2, 4])]);
+    let y = g.op(Op::Mul, &[g.input(0), g.constant(0)]);
+    g.finish(&[y])
+}
+
+fn mp(method: &str, specs: Vec<(&str, Vec<u8>)>) -> MethodPartitions {
+    MethodPartitions {
+        method: method.into(),
+        partitions: vec![(partition(), specs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())],
+    }
+}
+
+#[test]
+fn mf6_export_errors_name_the_methods() {
+    let on = || vec![(MULTIFUNCTION_SPEC, vec![1])];
+    let e = export(&[mp("forward", on()), mp("prefill", vec![])]).expect_err("mixed");
+    assert_eq!(e, ExportError::MixedOption { with: vec!["forward".into()], without: vec!["prefill".into()] });
+    let mut other = on();
+    other.push(("precision", vec![16]));
+    let e = export(&[mp("forward", on()), mp("prefill", other)]).expect_err("specs");
+    assert_eq!(e, ExportError::DifferentSpecs { first: "forward".into(), second: "prefill".into() });
+    let mut en = on();
+    en.push(("input_enumerations", vec![2]));
+    let e = export(&[mp("forward", en.clone()), mp("prefill", en)]).expect_err("enumerations");
+    assert!(
+        matches!(&e, ExportError::InputEnumerations { methods } if methods == &["forward".to_string(), "prefill".to_string()])
+    );
+    assert!(export(&[mp("forward", vec![]), mp("prefill", vec![])]).is_ok(), "option off: one model per delegate");
+}
+
+/// Loads both methods (4 delegates) together; returns (loads, live, resident) while loaded,
+/// and the outputs.
+fn load_all(
+    bytes: &[u8],
+    rt: &Runtime,
+    mf: &MultifnBackend,
+) -> Result<((usize, usize, usize), Vec<Vec<HostValue>>), RuntimeError> {
+    let l = format::load(bytes).expect("loads");
+    let p = multifunction(true);
+    let trace = Trace::default();
+    let mut methods = Vec::new();
+    for m in &p.methods {
+        methods.push(rt.load_method(&l, &m.name, None, &trace)?);
+    }
+    let mut outs = Vec::new();
+    for (m, ir) in methods.iter_mut().zip(&p.methods) {
+        for (i, v) in sample_inputs(&ir.graph, 5).iter().enumerate() {
+            m.set_input(i, &to_host(v))?;
+        }
+        m.execute()?;
+        outs.push(m.outputs()?);
+    }
+    let totals = mf.table.totals();
+    drop(methods);
+    assert_eq!(mf.table.totals().1, 0, "the last release unloads");
+    Ok((totals, outs))
+}
+
+fn eager() -> Vec<Vec<HostValue>> {
+    let p = multifunction(true);
+    p.methods
+        .iter()
+        .map(|m| eval_method(&p, &m.name, &sample_inputs(&m.graph, 5)).expect("eager").iter().map(to_host).collect())
+        .collect()
+}
+
+#[test]
+fn mf7_mf9_sharing_off_loads_per_delegate_on_loads_once() {
+    let dir = tmpdir("share");
+    let bytes = bytes_of(&multifunction(true));
+    let (rt, mf) = runtime(false, &dir, "all");
+    let ((loads, live, resident), outs) = load_all(&bytes, &rt, &mf).expect("runs");
+    assert_eq!((loads, live), (4, 4));
+    assert_eq!(outs, eager());
+    let (rt, mf) = runtime(true, &dir, "all");
+    let ((loads_on, live_on, resident_on), outs_on) = load_all(&bytes, &rt, &mf).expect("runs");
+    assert_eq!((loads_on, live_on), (1, 1));
+    assert_eq!(resident_on * 4, resident, "one resident copy instead of four");
+    assert_eq!(outs_on, outs);
+}
+
+#[test]
+fn mf8_option_on_a_non_multifunction_delegate_or_of_the_wrong_type_is_invalid_argument() {
+    let dir = tmpdir("p8");
+    let off = bytes_of(&multifunction(false));
+    let (rt, mf) = runtime(true, &dir, "all");
+    let e = load_all(&off, &rt, &mf).err().expect("rejected");
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    let (mut rt, mf) = runtime(true, &dir, "all");
+    rt.options.set(multifn::ID, multifn::SHARE_OPTION, OptionValue::Int(1)).expect("opt");
+    let e = load_all(&bytes_of(&multifunction(true)), &rt, &mf).err().expect("rejected");
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+}
+
+#[test]
+fn mf10_symlinked_directory_shares_other_directories_or_units_do_not() {
+    let dir = tmpdir("real");
+    let link = std::env::temp_dir().join(format!("ptecheck-mf-{}-link", std::process::id()));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&dir, &link).expect("symlink");
+    let other = tmpdir("other");
+    let bytes = bytes_of(&multifunction(true));
+    let l = format::load(&bytes).expect("loads");
+    let mf = Arc::new(MultifnBackend::default());
+    let make = |d: &Path, units: &str| {
+        let mut rt = Runtime::with_backends(default_backends_with(mf.clone()));
+        rt.options.set(multifn::ID, multifn::SHARE_OPTION, OptionValue::Bool(true)).expect("opt");
+        rt.options.set(multifn::ID, "cache_dir", OptionValue::Str(d.to_string_lossy().into())).expect("opt");
+        rt.options.set(multifn::ID, "compute_units", OptionValue::Str(units.into())).expect("opt");
+        rt
+    };
+    let t = Trace::default();
+    let a = make(&dir, "all").load_method(&l, "forward", None, &t).expect("a");
+    let b = make(&link, "all").load_method(&l, "prefill", None, &t).expect("b");
+    assert_eq!(mf.table.totals().0, 1, "a symlink to the same directory shares");
+    let c = make(&other, "all").load_method(&l, "forward", None, &t).expect("c");
+    let d = make(&dir, "cpu_only").load_method(&l, "forward", None, &t).expect("d");
+    assert_eq!(mf.table.totals(), (3, 3, 3 * mf.table.stats()[0].1.resident_bytes));
+    drop((a, b, c, d));
+    assert_eq!(mf.table.totals().1, 0);
+}
+
+#[test]
+fn p11_unopenable_cache_directory_is_access_failed() {
+    let bytes = bytes_of(&multifunction(true));
+    let (rt, mf) = runtime(true, Path::new("/nonexistent/ptecheck/cache"), "all");
+    let e = load_all(&bytes, &rt, &mf).err().expect("rejected");
+    assert_eq!(e.code(), ErrorCode::AccessFailed, "{e}");
+    assert_eq!(mf.table.totals(), (0, 0, 0));
+}
+
+#[derive(Debug)]
+struct Dummy(usize);
+impl Resident for Dummy {
+    fn resident_bytes(&self) -> usize {
+        self.0
+    }
+}
+
+fn key(k: &str) -> ModelKey {
+    ModelKey { dev: 1, ino: 2, cache_key: k.into() }
+}
+
+#[test]
+fn mf11_concurrent_first_acquisitions_load_exactly_once() {
+    for _ in 0..20 {
+        let table = Arc::new(ModelTable::<Dummy>::default());
+        let loads = Arc::new(AtomicUsize::new(0));
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (table, loads, barrier) = (table.clone(), loads.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let m = table.acquire(&key("k"), || {
+                        loads.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, ()>(Dummy(64))
+                    });
+                    assert!(m.is_ok());
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("thread");
+        }
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+        assert_eq!(table.totals(), (1, 1, 64));
+        for _ in 0..7 {
+            assert!(!table.release(&key("k")));
+        }
+        assert!(table.release(&key("k")), "the eighth release unloads");
+        assert_eq!(table.totals(), (1, 0, 0));
+    }
+}
+
+#[test]
+fn mf11_a_failed_load_leaves_no_entry_and_the_next_acquire_loads() {
+    let table = ModelTable::<Dummy>::default();
+    assert_eq!(table.acquire(&key("k"), || Err::<Dummy, &str>("disk on fire")).err(), Some("disk on fire"));
+    assert_eq!(table.totals(), (0, 0, 0));
+    assert!(table.acquire(&key("k"), || Ok::<_, &str>(Dummy(8))).is_ok());
+    assert_eq!(table.stats()[0].1.failed_loads, 1);
+    assert_eq!(table.totals(), (1, 1, 8));
+}
+
+#[test]
+fn mf12_eight_threads_fifty_runs_each_on_one_shared_model_equal_serial() {
+    let dir = tmpdir("stress");
+    let bytes = bytes_of(&multifunction(true));
+    let l = format::load(&bytes).expect("loads");
+    let (rt, mf) = runtime(true, &dir, "all");
+    let p = multifunction(true);
+    let serial = eager();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (rt, l, p, serial) = (&rt, &l, &p, &serial);
+            s.spawn(move || {
+                let trace = Trace::default();
+                let mut methods: Vec<_> =
+                    p.methods.iter().map(|m| rt.load_method(l, &m.name, None, &trace).expect("loads")).collect();
+                for run in 0..50 {
+                    let k = (t + run) % 2;
+                    for (i, v) in sample_inputs(&p.methods[k].graph, 5).iter().enumerate() {
+                        methods[k].set_input(i, &to_host(v)).expect("input");
+                    }
+                    methods[k].execute().expect("runs");
+                    assert_eq!(methods[k].outputs().expect("outputs"), serial[k], "thread {t} run {run}");
+                }
+            });
+        }
+    });
+    let stats = mf.table.stats();
+    assert_eq!(stats.len(), 1);
+    assert_eq!(
+        (stats[0].1.loads, stats[0].1.live),
+        (1, false),
+        "one load for 8 threads x 4 delegates; unloaded at the end"
+    );
+}
+
+#[test]
+fn multifunction_examples_emit_and_run_against_eager() {
+    for name in ["multifunction", "multifunction-off"] {
+        let p = example(name).expect("example");
+        let r = ptecheck::oracle::check_program(&p, &Default::default());
+        assert!(r.ok(), "{name}: {:?}", r.failures);
+    }
+    let p = IrProgram {
+        methods: vec![IrMethod { name: "forward".into(), graph: partition() }],
+        modules: vec![],
+        named_data: vec![],
+    };
+    assert!(ptecheck::oracle::check_program(&p, &Default::default()).ok());
+}
