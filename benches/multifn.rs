@@ -2,8 +2,8 @@
 //! with the option on/off; model loads and resident bytes for K = 1, 2, 4, 8 delegates with
 //! sharing off and on; and an 8-thread x 50-run stress on one shared model.
 
-use ptecheck::backends::multifn::{export, MethodPartitions, MultifnBackend, ID, MULTIFUNCTION_SPEC, SHARE_OPTION};
 use ptecheck::backends::default_backends_with;
+use ptecheck::backends::multifn::{export, MethodPartitions, MultifnBackend, ID, MULTIFUNCTION_SPEC, SHARE_OPTION};
 use ptecheck::emit::{emit, EmitOptions};
 use ptecheck::format;
 use ptecheck::gen::examples::{multifunction, MF_WIDTH};
@@ -20,13 +20,19 @@ fn k_partitions(k: usize, on: bool) -> IrProgram {
     let n = MF_WIDTH;
     let w: Vec<f64> = (0..n * n).map(|i| ((i % 13) as f64 - 6.0) / 64.0).collect();
     let part = || {
-        let mut g = GraphBuilder::new(vec![f32_const(vec![n, n], w.clone()), f32_const(vec![n], vec![0.0; n])], vec![f32_tensor(vec![2, n])]);
+        let mut g = GraphBuilder::new(
+            vec![f32_const(vec![n, n], w.clone()), f32_const(vec![n], vec![0.0; n])],
+            vec![f32_tensor(vec![2, n])],
+        );
         let y = g.op(Op::Linear, &[g.input(0), g.constant(0), g.constant(1)]);
         g.finish(&[y])
     };
     let specs = if on { vec![(MULTIFUNCTION_SPEC.to_string(), vec![1u8])] } else { vec![] };
-    let (modules, named_data) =
-        export(&[MethodPartitions { method: "forward".into(), partitions: (0..k).map(|_| (part(), specs.clone())).collect() }]).expect("export");
+    let (modules, named_data) = export(&[MethodPartitions {
+        method: "forward".into(),
+        partitions: (0..k).map(|_| (part(), specs.clone())).collect(),
+    }])
+    .expect("export");
     let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, n])]);
     let mut v = g.input(0);
     for i in 0..k {
@@ -54,7 +60,10 @@ fn main() {
     println!("  option off: {:>7} bytes  (on/off = {:.2})", off.len(), on.len() as f64 / off.len() as f64);
 
     println!("\nK delegates of one bundle, all loaded together:");
-    println!("  {:>2}  {:>14} {:>16}  {:>13} {:>15}", "K", "loads (off)", "resident (off)", "loads (on)", "resident (on)");
+    println!(
+        "  {:>2}  {:>14} {:>16}  {:>13} {:>15}",
+        "K", "loads (off)", "resident (off)", "loads (on)", "resident (on)"
+    );
     for k in [1usize, 2, 4, 8] {
         let b = bytes(&k_partitions(k, true));
         let l = format::load(&b).expect("load");
@@ -72,7 +81,8 @@ fn main() {
     let p = multifunction(true);
     let l = format::load(&on).expect("load");
     let (rt, mf) = runtime(true, &dir);
-    let serial: Vec<_> = p.methods.iter().map(|m| eval_method(&p, &m.name, &sample_inputs(&m.graph, 5)).expect("eager")).collect();
+    let serial: Vec<_> =
+        p.methods.iter().map(|m| eval_method(&p, &m.name, &sample_inputs(&m.graph, 5)).expect("eager")).collect();
     let start = Instant::now();
     let mismatches = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -80,7 +90,8 @@ fn main() {
             let (rt, l, p, serial, mismatches) = (&rt, &l, &p, &serial, &mismatches);
             s.spawn(move || {
                 let trace = Trace::default();
-                let mut ms: Vec<_> = p.methods.iter().map(|m| rt.load_method(l, &m.name, None, &trace).expect("load")).collect();
+                let mut ms: Vec<_> =
+                    p.methods.iter().map(|m| rt.load_method(l, &m.name, None, &trace).expect("load")).collect();
                 for run in 0..50 {
                     let k = (t + run) % 2;
                     for (i, v) in sample_inputs(&p.methods[k].graph, 5).iter().enumerate() {

@@ -6,25 +6,9 @@ use ptecheck::backends::default_runtime;
 use ptecheck::emit::{emit, EmitOptions};
 use ptecheck::format;
 use ptecheck::gen::examples::{example, EXAMPLES};
-use ptecheck::ir::eval::{eval_method, sample_inputs, Val};
-use ptecheck::runtime::{HostTensor, HostValue, Trace};
-
-pub fn to_host(v: &Val) -> HostValue {
-    match v {
-        Val::Tensor(t) => {
-            let dtype = match t.dtype {
-                ptecheck::ir::Dtype::F32 => ptecheck::program::ScalarType::FLOAT,
-                ptecheck::ir::Dtype::I64 => ptecheck::program::ScalarType::LONG,
-                ptecheck::ir::Dtype::Bool => ptecheck::program::ScalarType::BOOL,
-            };
-            let data = ptecheck::runtime::value::encode_f64(dtype, &t.data).expect("encodes");
-            HostValue::Tensor(HostTensor { dtype, sizes: t.shape.clone(), data })
-        }
-        Val::Int(i) => HostValue::Int(*i),
-        Val::Bool(b) => HostValue::Bool(*b),
-        Val::Double(d) => HostValue::Double(*d),
-    }
-}
+use ptecheck::ir::eval::{eval_method, sample_inputs};
+use ptecheck::oracle::to_host;
+use ptecheck::runtime::{HostValue, Trace};
 
 #[test]
 fn examples_emit_run_and_match_eager_shared_and_unshared() {

@@ -8,10 +8,11 @@ use ptecheck::emit::{emit, EmitError, EmitOptions};
 use ptecheck::format;
 use ptecheck::gen::examples::{example, step_graph};
 use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
-use ptecheck::ir::eval::{eval_method, sample_inputs, Val};
+use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::ir::{saved, Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, ValueType};
+use ptecheck::oracle::to_host;
 use ptecheck::program::*;
-use ptecheck::runtime::{HostTensor, HostValue, RuntimeError, Trace, TraceSummary, SCRATCH_KEY};
+use ptecheck::runtime::{HostValue, RuntimeError, Trace, TraceSummary, SCRATCH_KEY};
 
 fn opts(share: bool) -> EmitOptions {
     EmitOptions { share, ..EmitOptions::default() }
@@ -73,26 +74,6 @@ fn chain_of(calls: &[usize], modules: Vec<LoweredModule>) -> IrProgram {
         v = g.call(*m, &[v], 1)[0];
     }
     program(vec![("forward", g.finish(&[v]))], modules)
-}
-
-fn to_host(v: &Val) -> HostValue {
-    match v {
-        Val::Tensor(t) => {
-            let dtype = match t.dtype {
-                Dtype::F32 => ScalarType::FLOAT,
-                Dtype::I64 => ScalarType::LONG,
-                Dtype::Bool => ScalarType::BOOL,
-            };
-            HostValue::Tensor(HostTensor {
-                dtype,
-                sizes: t.shape.clone(),
-                data: ptecheck::runtime::value::encode_f64(dtype, &t.data).expect("enc"),
-            })
-        }
-        Val::Int(i) => HostValue::Int(*i),
-        Val::Bool(b) => HostValue::Bool(*b),
-        Val::Double(d) => HostValue::Double(*d),
-    }
 }
 
 /// Emits, writes, loads and runs `method` on sample inputs; returns (runtime outputs, eager

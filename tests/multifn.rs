@@ -131,13 +131,12 @@ fn mf6_export_errors_name_the_methods() {
     assert!(export(&[mp("forward", vec![]), mp("prefill", vec![])]).is_ok(), "option off: one model per delegate");
 }
 
+/// (loads, live, resident) while loaded, and each method's outputs.
+type Loaded = ((usize, usize, usize), Vec<Vec<HostValue>>);
+
 /// Loads both methods (4 delegates) together; returns (loads, live, resident) while loaded,
 /// and the outputs.
-fn load_all(
-    bytes: &[u8],
-    rt: &Runtime,
-    mf: &MultifnBackend,
-) -> Result<((usize, usize, usize), Vec<Vec<HostValue>>), RuntimeError> {
+fn load_all(bytes: &[u8], rt: &Runtime, mf: &MultifnBackend) -> Result<Loaded, RuntimeError> {
     let l = format::load(bytes).expect("loads");
     let p = multifunction(true);
     let trace = Trace::default();
@@ -187,11 +186,11 @@ fn mf8_option_on_a_non_multifunction_delegate_or_of_the_wrong_type_is_invalid_ar
     let dir = tmpdir("p8");
     let off = bytes_of(&multifunction(false));
     let (rt, mf) = runtime(true, &dir, "all");
-    let e = load_all(&off, &rt, &mf).err().expect("rejected");
+    let e = load_all(&off, &rt, &mf).expect_err("rejected");
     assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
     let (mut rt, mf) = runtime(true, &dir, "all");
     rt.options.set(multifn::ID, multifn::SHARE_OPTION, OptionValue::Int(1)).expect("opt");
-    let e = load_all(&bytes_of(&multifunction(true)), &rt, &mf).err().expect("rejected");
+    let e = load_all(&bytes_of(&multifunction(true)), &rt, &mf).expect_err("rejected");
     assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
 }
 
@@ -227,7 +226,7 @@ fn mf10_symlinked_directory_shares_other_directories_or_units_do_not() {
 fn p11_unopenable_cache_directory_is_access_failed() {
     let bytes = bytes_of(&multifunction(true));
     let (rt, mf) = runtime(true, Path::new("/nonexistent/ptecheck/cache"), "all");
-    let e = load_all(&bytes, &rt, &mf).err().expect("rejected");
+    let e = load_all(&bytes, &rt, &mf).expect_err("rejected");
     assert_eq!(e.code(), ErrorCode::AccessFailed, "{e}");
     assert_eq!(mf.table.totals(), (0, 0, 0));
 }

@@ -100,7 +100,24 @@ struct Ctx<'c, 'u, 'a> {
 /// Index of the `[1]`-shaped constant among a graph's constants (`w, b, k, idx, one`).
 const ONE: usize = 4;
 
-impl Ctx<'_, '_, '_> {
+impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
+    fn new(u: &'u mut Unstructured<'a>, cfg: &'c GenConfig, r: usize, c: usize, n: usize) -> Self {
+        Ctx {
+            u,
+            cfg,
+            r,
+            c,
+            n,
+            modules: Vec::new(),
+            clones: Vec::new(),
+            features: BTreeSet::new(),
+            calls: BTreeMap::new(),
+            last_call: None,
+            users: BTreeMap::new(),
+            method: 0,
+        }
+    }
+
     fn pick(&mut self, n: usize) -> usize {
         if n <= 1 {
             return 0;
@@ -441,20 +458,7 @@ impl Ctx<'_, '_, '_> {
             cfg.max_depth = 0;
             cfg.max_nodes = cfg.max_nodes.min(3);
             cfg.features.side_ops = false;
-            let mut sub = Ctx {
-                u: self.u,
-                cfg: &cfg,
-                r: self.r,
-                c: self.c,
-                n: self.n,
-                modules: Vec::new(),
-                clones: Vec::new(),
-                features: BTreeSet::new(),
-                calls: BTreeMap::new(),
-                last_call: None,
-                users: BTreeMap::new(),
-                method: 0,
-            };
+            let mut sub = Ctx::new(self.u, &cfg, self.r, self.c, self.n);
             let g = sub.graph(vec![sub.s(); n_in], 0, Place::Top, 1, false);
             self.features.extend(sub.features);
             g
@@ -477,20 +481,7 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>) -> Generated {
     let r = u.int_in_range(1..=3usize).unwrap_or(2);
     let c = u.int_in_range(1..=4usize).unwrap_or(2);
     let n = u.int_in_range(1..=3usize).unwrap_or(2);
-    let mut ctx = Ctx {
-        u,
-        cfg,
-        r,
-        c,
-        n,
-        modules: Vec::new(),
-        clones: Vec::new(),
-        features: BTreeSet::new(),
-        calls: BTreeMap::new(),
-        last_call: None,
-        users: BTreeMap::new(),
-        method: 0,
-    };
+    let mut ctx = Ctx::new(u, cfg, r, c, n);
     if cfg.features.calls {
         let k = 1 + ctx.pick(cfg.max_modules.max(1));
         for _ in 0..k {
