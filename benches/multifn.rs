@@ -103,6 +103,7 @@ fn main() {
                         mismatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                 }
+                done_all.wait();
             });
         }
     });

@@ -293,13 +293,17 @@ fn mf12_eight_threads_fifty_runs_each_on_one_shared_model_equal_serial() {
     let (rt, mf) = runtime(true, &dir, "all");
     let p = multifunction(true);
     let serial = eager();
+    // Every thread holds its methods for the whole run, so the model stays loaded throughout.
+    let loaded_all = Barrier::new(8);
+    let done_all = Barrier::new(8);
     std::thread::scope(|s| {
         for t in 0..8 {
-            let (rt, l, p, serial) = (&rt, &l, &p, &serial);
+            let (rt, l, p, serial, loaded_all, done_all) = (&rt, &l, &p, &serial, &loaded_all, &done_all);
             s.spawn(move || {
                 let trace = Trace::default();
                 let mut methods: Vec<_> =
                     p.methods.iter().map(|m| rt.load_method(l, &m.name, None, &trace).expect("loads")).collect();
+                loaded_all.wait();
                 for run in 0..50 {
                     let k = (t + run) % 2;
                     for (i, v) in sample_inputs(&p.methods[k].graph, 5).iter().enumerate() {
@@ -308,6 +312,7 @@ fn mf12_eight_threads_fifty_runs_each_on_one_shared_model_equal_serial() {
                     methods[k].execute().expect("runs");
                     assert_eq!(methods[k].outputs().expect("outputs"), serial[k], "thread {t} run {run}");
                 }
+                done_all.wait();
             });
         }
     });

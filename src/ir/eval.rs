@@ -103,8 +103,19 @@ fn binary(a: &Tens, b: &Tens, path: &str, f: impl Fn(f64, f64) -> f64) -> Result
 }
 
 fn matmul(x: &Tens, w: &Tens, w_transposed: bool, bias: Option<&Tens>, path: &str) -> Result<Val, IrError> {
+    if x.shape.len() != 2 || w.shape.len() != 2 {
+        return Err(err(path, format!("matmul needs 2-d operands, got {:?} and {:?}", x.shape, w.shape)));
+    }
     let (n, k) = (x.shape[0], x.shape[1]);
-    let m = if w_transposed { w.shape[0] } else { w.shape[1] };
+    let (k2, m) = if w_transposed { (w.shape[1], w.shape[0]) } else { (w.shape[0], w.shape[1]) };
+    if k != k2 {
+        return Err(err(path, format!("matmul inner dimensions differ: {:?} and {:?}", x.shape, w.shape)));
+    }
+    if let Some(b) = bias {
+        if broadcast(&b.shape, &[n, m]).as_deref() != Some(&[n, m][..]) {
+            return Err(err(path, format!("bias {:?} does not broadcast to [{n}, {m}]", b.shape)));
+        }
+    }
     let out = vec![n, m];
     let bm = bias.map(|b| bmap(&out, &b.shape));
     let mut data = Vec::with_capacity(n * m);
@@ -326,6 +337,28 @@ fn stack(rows: Vec<Val>, path: &str) -> Result<Val, IrError> {
 pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
     if inputs.len() != g.inputs.len() {
         return Err(err(path, format!("{} inputs given, graph takes {}", inputs.len(), g.inputs.len())));
+    }
+    // Values from outside (a backend's argument slots) must have the declared types: static
+    // shapes exactly, dynamic ones the same rank within their bounds.
+    for (i, (v, t)) in inputs.iter().zip(&g.inputs).enumerate() {
+        let fits = match (v, t) {
+            (Val::Tensor(x), ValueType::Tensor { dtype, shape, dynamic }) => {
+                x.dtype == *dtype
+                    && x.data.len() == x.shape.iter().product::<usize>()
+                    && if *dynamic {
+                        x.shape.len() == shape.len() && x.shape.iter().zip(shape).all(|(a, b)| a <= b)
+                    } else {
+                        x.shape == *shape
+                    }
+            }
+            (Val::Int(_), ValueType::Int) | (Val::Bool(_), ValueType::Bool) | (Val::Double(_), ValueType::Double) => {
+                true
+            }
+            _ => false,
+        };
+        if !fits {
+            return Err(err(path, format!("input {i} does not have the declared type {t:?}")));
+        }
     }
     let mut vals: Vec<Val> = g
         .constants
