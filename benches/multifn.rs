@@ -85,13 +85,17 @@ fn main() {
         p.methods.iter().map(|m| eval_method(&p, &m.name, &sample_inputs(&m.graph, 5)).expect("eager")).collect();
     let start = Instant::now();
     let mismatches = std::sync::atomic::AtomicUsize::new(0);
+    // Every thread holds its methods for the whole run, so the model stays loaded throughout.
+    let (loaded_all, done_all) = (std::sync::Barrier::new(8), std::sync::Barrier::new(8));
     std::thread::scope(|s| {
         for t in 0..8 {
             let (rt, l, p, serial, mismatches) = (&rt, &l, &p, &serial, &mismatches);
+            let (loaded_all, done_all) = (&loaded_all, &done_all);
             s.spawn(move || {
                 let trace = Trace::default();
                 let mut ms: Vec<_> =
                     p.methods.iter().map(|m| rt.load_method(l, &m.name, None, &trace).expect("load")).collect();
+                loaded_all.wait();
                 for run in 0..50 {
                     let k = (t + run) % 2;
                     for (i, v) in sample_inputs(&p.methods[k].graph, 5).iter().enumerate() {
