@@ -871,3 +871,31 @@ fn e25_map_matches_the_real_map_cpu_instruction_for_instruction() {
     let (got, want, _) = run(&p, EmitOptions::default(), "forward").expect("runs");
     assert_eq!(got, want);
 }
+
+#[test]
+fn e07_bool_constants_are_stored_as_bytes_and_read_back() {
+    // cond on a constant predicate: the stored byte decides the branch.
+    for (value, want_sin) in [(1.0, true), (0.0, false)] {
+        let branch = |op: Op| {
+            let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![3])]);
+            let s = b.op(op, &[b.input(0)]);
+            b.finish(&[s])
+        };
+        let pred = ptecheck::ir::ConstTensor { dtype: Dtype::Bool, shape: vec![], values: vec![value] };
+        let mut g = GraphBuilder::new(vec![pred], vec![f32_tensor(vec![3])]);
+        let out = g.node(
+            Node::Cond {
+                pred: g.constant(0),
+                then_graph: branch(Op::Sin),
+                else_graph: branch(Op::Cos),
+                operands: vec![g.input(0)],
+            },
+            1,
+        )[0];
+        let p = program(vec![("forward", g.finish(&[out]))], vec![]);
+        let e = emit(&p, &EmitOptions::default()).expect("emits");
+        assert_eq!(e.segment_data[0], vec![value as u8], "one byte per bool");
+        let (got, want, _) = run(&p, EmitOptions::default(), "forward").expect("runs");
+        assert_eq!(got, want, "pred {value}: {}", if want_sin { "sin" } else { "cos" });
+    }
+}
