@@ -84,6 +84,12 @@ pub fn load_pte(data: &[u8]) -> Outcome {
 /// unmutated program; then byte and field mutations of the emitted file go through load, checks
 /// and execution like `load_pte`.
 pub fn structured(data: &[u8]) -> Outcome {
+    load_pte(&structured_file(data))
+}
+
+/// The generation half of `structured`: checks every invariant on the generated program and
+/// returns the mutated file for `load_pte` (the allocation guard applies to that half only).
+pub fn structured_file(data: &[u8]) -> Vec<u8> {
     let mut u = Unstructured::new(data);
     let cfg = GenConfig::arbitrary(&mut u).unwrap_or_default();
     let g = generate(&cfg, &mut u);
@@ -116,7 +122,7 @@ pub fn structured(data: &[u8]) -> Outcome {
         let at = u.choose_index(bytes.len()).unwrap_or(0);
         bytes[at] ^= u.arbitrary::<u8>().unwrap_or(0xff).max(1);
     }
-    load_pte(&bytes)
+    bytes
 }
 
 /// `saved_json`: bytes -> saved-program JSON loader -> emit (and load the result).
