@@ -899,3 +899,43 @@ fn e07_bool_constants_are_stored_as_bytes_and_read_back() {
         assert_eq!(got, want, "pred {value}: {}", if want_sin { "sin" } else { "cos" });
     }
 }
+
+#[test]
+fn e26_scan_body_returning_its_own_inputs_keeps_old_values() {
+    // new carry = the slice, y = the old carry: y must be stacked before the carry changes.
+    let body = {
+        let b = GraphBuilder::new(vec![], vec![f32_tensor(vec![4]), f32_tensor(vec![4])]);
+        let (c, x) = (b.input(0), b.input(1));
+        b.finish(&[x, c])
+    };
+    let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![4]), f32_tensor(vec![3, 4])]);
+    let outs = g.node(Node::Scan { body, init: vec![g.input(0)], xs: vec![g.input(1)] }, 2);
+    let p = program(vec![("forward", g.finish(&outs))], vec![]);
+    let (got, want, _) = run(&p, EmitOptions::default(), "forward").expect("runs");
+    assert_eq!(got, want);
+}
+
+#[test]
+fn p12_while_swapping_two_carries_updates_them_simultaneously() {
+    // while i < len(a): (i, a, b) = (i + 1, b, a)
+    let mut cond = GraphBuilder::new(vec![], vec![ValueType::Int, f32_tensor(vec![4]), f32_tensor(vec![4])]);
+    let n = cond.op(Op::SymSize { dim: 0 }, &[cond.input(1)]);
+    let lt = cond.op(Op::ScalarLt, &[cond.input(0), n]);
+    let cond = cond.finish(&[lt]);
+    let mut body = GraphBuilder::new(
+        vec![f32_const(vec![1], vec![2.0])],
+        vec![ValueType::Int, f32_tensor(vec![4]), f32_tensor(vec![4])],
+    );
+    let one = body.op(Op::SymSize { dim: 0 }, &[body.constant(0)]);
+    let i1 = body.op(Op::ScalarAdd, &[body.input(0), one]);
+    let (a_in, b_in) = (body.input(1), body.input(2));
+    // A pure swap: without staging, `a := b` then `b := a` would leave both equal to b.
+    let body = body.finish(&[i1, b_in, a_in]);
+    let mut g = GraphBuilder::new(vec![], vec![ValueType::Int, f32_tensor(vec![4]), f32_tensor(vec![4])]);
+    let outs =
+        g.node(Node::While { cond, body, carried: vec![g.input(0), g.input(1), g.input(2)], max_iterations: 16 }, 3);
+    let p = program(vec![("forward", g.finish(&outs))], vec![]);
+    let o = EmitOptions { allow_while: true, ..EmitOptions::default() };
+    let (got, want, _) = run(&p, o, "forward").expect("runs");
+    assert_eq!(got, want);
+}
