@@ -61,6 +61,12 @@ fn strides(s: &[usize]) -> Vec<usize> {
     st
 }
 
+/// `(outer, size, inner)` of a row-major shape around dimension `d`: element `(o, k, i)` is at
+/// `o * size * inner + k * inner + i`.
+fn split_at_dim(shape: &[usize], d: usize) -> (usize, usize, usize) {
+    (shape[..d].iter().product(), shape[d], shape[d + 1..].iter().product())
+}
+
 fn bmap(out: &[usize], inp: &[usize]) -> Vec<usize> {
     let n: usize = out.iter().product();
     let st = strides(inp);
@@ -188,9 +194,7 @@ pub fn eval_op(op: &Op, a: &[&Val], path: &str) -> Result<Val, IrError> {
         Cumsum { dim } => {
             let x = t(a[0], path)?;
             let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
-            let st = strides(&x.shape);
-            let (size, inner) = (x.shape[d], st[d]);
-            let outer: usize = x.shape[..d].iter().product();
+            let (outer, size, inner) = split_at_dim(&x.shape, d);
             let mut data = x.data.clone();
             for o in 0..outer {
                 for i in 0..inner {
@@ -214,9 +218,7 @@ pub fn eval_op(op: &Op, a: &[&Val], path: &str) -> Result<Val, IrError> {
             let x = t(a[0], path)?;
             let ix = t(a[1], path)?;
             let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
-            let st = strides(&x.shape);
-            let (size, inner) = (x.shape[d], st[d]);
-            let outer: usize = x.shape[..d].iter().product();
+            let (outer, size, inner) = split_at_dim(&x.shape, d);
             let mut data = Vec::new();
             for o in 0..outer {
                 for &k in &ix.data {
@@ -249,9 +251,7 @@ pub fn eval_op(op: &Op, a: &[&Val], path: &str) -> Result<Val, IrError> {
                 }
                 Some(dim) => {
                     let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
-                    let st = strides(&x.shape);
-                    let (size, inner) = (x.shape[d], st[d]);
-                    let outer: usize = x.shape[..d].iter().product();
+                    let (outer, size, inner) = split_at_dim(&x.shape, d);
                     let mut data = Vec::new();
                     for o in 0..outer {
                         for i in 0..inner {
@@ -303,9 +303,7 @@ pub fn eval_op(op: &Op, a: &[&Val], path: &str) -> Result<Val, IrError> {
 }
 
 fn select(x: &Tens, d: usize, idx: usize) -> Val {
-    let st = strides(&x.shape);
-    let (size, inner) = (x.shape[d], st[d]);
-    let outer: usize = x.shape[..d].iter().product();
+    let (outer, size, inner) = split_at_dim(&x.shape, d);
     let mut data = Vec::with_capacity(outer * inner);
     for o in 0..outer {
         data.extend_from_slice(&x.data[o * size * inner + idx * inner..o * size * inner + idx * inner + inner]);

@@ -198,44 +198,23 @@ pub fn ulp_gap(expected: &HostValue, actual: &HostValue) -> Option<u64> {
             if e.dtype != a.dtype || e.sizes != a.sizes || e.data.len() != a.data.len() {
                 return None;
             }
-            match e.dtype {
-                ScalarType::FLOAT => {
-                    let ev = decode_f64(e.dtype, &e.data).ok()?;
-                    let av = decode_f64(a.dtype, &a.data).ok()?;
-                    Some(
-                        ev.iter()
-                            .zip(&av)
-                            .map(|(x, y)| {
-                                let (x, y) = (*x as f32, *y as f32);
-                                if x.is_nan() && y.is_nan() {
-                                    0
-                                } else {
-                                    ordered_f32(x).abs_diff(ordered_f32(y))
-                                }
-                            })
-                            .max()
-                            .unwrap_or(0),
-                    )
+            // Distance in units in the last place of the element type; NaN equals NaN.
+            let single = match e.dtype {
+                ScalarType::FLOAT => true,
+                ScalarType::DOUBLE => false,
+                _ => return (e.data == a.data).then_some(0),
+            };
+            let (ev, av) = (decode_f64(e.dtype, &e.data).ok()?, decode_f64(a.dtype, &a.data).ok()?);
+            let gap = |x: f64, y: f64| -> u64 {
+                if x.is_nan() && y.is_nan() {
+                    0
+                } else if single {
+                    ordered_f32(x as f32).abs_diff(ordered_f32(y as f32))
+                } else {
+                    u64::try_from(ordered_f64(x).abs_diff(ordered_f64(y))).unwrap_or(u64::MAX)
                 }
-                ScalarType::DOUBLE => {
-                    let ev = decode_f64(e.dtype, &e.data).ok()?;
-                    let av = decode_f64(a.dtype, &a.data).ok()?;
-                    Some(
-                        ev.iter()
-                            .zip(&av)
-                            .map(|(x, y)| {
-                                if x.is_nan() && y.is_nan() {
-                                    0
-                                } else {
-                                    u64::try_from(ordered_f64(*x).abs_diff(ordered_f64(*y))).unwrap_or(u64::MAX)
-                                }
-                            })
-                            .max()
-                            .unwrap_or(0),
-                    )
-                }
-                _ => (e.data == a.data).then_some(0),
-            }
+            };
+            Some(ev.iter().zip(&av).map(|(x, y)| gap(*x, *y)).max().unwrap_or(0))
         }
         (HostValue::Double(x), HostValue::Double(y)) => u64::try_from(ordered_f64(*x).abs_diff(ordered_f64(*y))).ok(),
         (x, y) => (x == y).then_some(0),
