@@ -1,12 +1,17 @@
 //! Deliberate faults for mutation testing of the harness itself ("seeded bugs"). A fault plan
-//! is an explicit parameter of the emitter and the runtime, `None` by default: normal behaviour
-//! never consults it except to skip the one rule the chosen fault breaks.
+//! (`Option<Fault>`, `None` in normal use) is an explicit parameter of the code a real bug would
+//! live in — the emitter, a backend's preprocess, the runtime's init-time checks, method init
+//! and teardown — and each fault is one guarded path there. The oracle never edits its input or
+//! filters its findings to exhibit a fault. Which invariant must catch each fault is declared
+//! beside the mutants command (`oracle::mutants::expected_invariant`).
 
 use serde::{Deserialize, Serialize};
+use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
 
-/// One seeded bug.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// One seeded bug; its snake_case name is what `--fault` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, EnumIter, IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Fault {
     /// Emitter: share one BackendDelegate across separate modules whose blobs are identical.
     ShareIdenticalBlobs,
@@ -14,15 +19,20 @@ pub enum Fault {
     ShareScratch,
     /// Emitter: a per-method cache keyed by blob reuses the whole BackendDelegate (pre-#14564).
     DedupWholeDelegate,
-    /// Runtime: check `delegate_index` only at execute, not at init.
+    /// Runtime checks: check `delegate_index` only at execute, not at init.
     DelegateIndexAtExecuteOnly,
-    /// Runtime: skip the scratch call-site check (SH10).
+    /// Runtime checks: skip the scratch call-site check (SH10).
     SkipScratchCallSiteCheck,
-    /// Runtime: call `init` once per call site even for a shared delegate.
+    /// Runtime init: call `init` once per call site even for a shared delegate.
     InitPerCallSite,
-    /// Runtime: destroy a shared handle once per call site.
+    /// Runtime teardown: call `destroy` on a shared handle once per call site.
     DestroyPerCallSite,
-    /// Runtime: a later successful operator lookup hides an earlier bad `op_index` (Q1).
+    /// Runtime teardown: never `destroy` a handle that serves several call sites.
+    LeakSharedHandle,
+    /// Runtime init: after an init failure, drop the earlier handles without `destroy`.
+    LeakOnInitFailure,
+    /// Runtime checks: one delayed operator-lookup error slot that every later lookup,
+    /// successful or not, overwrites (Q1).
     LaterOpLookupHides,
     /// Preprocess: the `argkeep` backend opts in to handle sharing.
     ArgkeepOptedIn,
@@ -35,24 +45,18 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// Every fault.
-    pub const ALL: [Fault; 12] = [
-        Fault::ShareIdenticalBlobs,
-        Fault::ShareScratch,
-        Fault::DedupWholeDelegate,
-        Fault::DelegateIndexAtExecuteOnly,
-        Fault::SkipScratchCallSiteCheck,
-        Fault::InitPerCallSite,
-        Fault::DestroyPerCallSite,
-        Fault::LaterOpLookupHides,
-        Fault::ArgkeepOptedIn,
-        Fault::JumpOffByOne,
-        Fault::DropLastDelegateOutput,
-        Fault::WrongDelegateInLoop,
-    ];
+    /// Every fault, in declaration order.
+    pub fn all() -> Vec<Fault> {
+        Fault::iter().collect()
+    }
 
-    /// snake_case name.
-    pub fn name(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// The fault named `name`.
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::iter().find(|f| f.name() == name)
     }
 }

@@ -505,7 +505,7 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
 
 fn parse_fault(s: &str) -> Result<ptecheck::fault::Fault, String> {
     serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
-        let names: Vec<String> = ptecheck::fault::Fault::ALL.iter().map(|f| f.name()).collect();
+        let names: Vec<&str> = ptecheck::fault::Fault::all().iter().map(|f| f.name()).collect();
         format!("unknown fault `{s}`; faults: {}", names.join(", "))
     })
 }
@@ -559,10 +559,10 @@ fn campaign(a: CampaignArgs) -> ExitCode {
             println!("  {k:<9} {v}");
         }
         println!("features generated (programs):");
-        let mut names: Vec<&str> = ptecheck::gen::FEATURES.to_vec();
-        names.extend(r.features.keys().map(String::as_str).filter(|k| !ptecheck::gen::FEATURES.contains(k)));
-        for f in names {
-            println!("  {f:<34} {}", r.features.get(f).copied().unwrap_or(0));
+        let mut names: Vec<String> = ptecheck::gen::feature_names();
+        names.extend(r.features.keys().filter(|k| !names.contains(k)).cloned().collect::<Vec<_>>());
+        for f in &names {
+            println!("  {f:<34} {}", r.features.get(f.as_str()).copied().unwrap_or(0));
         }
         let t = &r.timings;
         println!(
@@ -599,7 +599,7 @@ fn campaign(a: CampaignArgs) -> ExitCode {
 fn mutants(cases: u64, seed: u64, json: bool) -> ExitCode {
     use ptecheck::oracle::campaign::CampaignOptions;
     let base = CampaignOptions { seed, shrink_budget: 150, ..CampaignOptions::default() };
-    let results = ptecheck::oracle::mutants::run_mutants(&base, cases, &ptecheck::fault::Fault::ALL);
+    let results = ptecheck::oracle::mutants::run_mutants(&base, cases, &ptecheck::fault::Fault::all());
     if json {
         println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
     } else {

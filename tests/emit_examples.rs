@@ -7,7 +7,7 @@ use ptecheck::emit::{emit, EmitOptions};
 use ptecheck::format;
 use ptecheck::gen::examples::{example, EXAMPLES};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
-use ptecheck::oracle::to_host;
+use ptecheck::oracle::values::encode as to_host;
 use ptecheck::runtime::{HostValue, Trace};
 
 #[test]

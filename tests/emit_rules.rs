@@ -10,9 +10,9 @@ use ptecheck::gen::examples::{example, step_graph};
 use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::ir::{saved, Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, ValueType};
-use ptecheck::oracle::to_host;
+use ptecheck::oracle::values::encode as to_host;
 use ptecheck::program::*;
-use ptecheck::runtime::{HostValue, RuntimeError, Trace, TraceSummary, SCRATCH_KEY};
+use ptecheck::runtime::{HostValue, RuntimeError, Trace, TraceSummary};
 
 fn opts(share: bool) -> EmitOptions {
     EmitOptions { share, ..EmitOptions::default() }
@@ -51,7 +51,7 @@ fn kernel_names(p: &ExecutionPlan) -> Vec<String> {
 }
 
 fn demo() -> LoweredModule {
-    lower(Flavor::Demo, step_graph(), vec![]).expect("lowers")
+    lower(Flavor::Demo, step_graph(), vec![], None).expect("lowers")
 }
 
 fn program(methods: Vec<(&str, Graph)>, modules: Vec<LoweredModule>) -> IrProgram {
@@ -213,7 +213,7 @@ fn e10_one_value_per_result_and_no_extra_for_multiple_outputs() {
     let mut mg = GraphBuilder::new(vec![], vec![x()]);
     let s = mg.op(Op::Sin, &[mg.input(0)]);
     let c = mg.op(Op::Cos, &[mg.input(0)]);
-    let m = lower(Flavor::Demo, mg.finish(&[s, c]), vec![]).expect("lowers");
+    let m = lower(Flavor::Demo, mg.finish(&[s, c]), vec![], None).expect("lowers");
     let mut g = GraphBuilder::new(vec![], vec![x()]);
     let outs = g.call(0, &[g.input(0)], 2);
     let p = emitted(&program(vec![("forward", g.finish(&outs))], vec![m]), true);
@@ -618,12 +618,12 @@ fn bd4_no_per_method_delegate_cache_without_opt_in() {
 #[test]
 fn sh1_preprocess_sets_the_flag_on_the_lowered_module() {
     assert!(demo().share_handle_across_calls);
-    assert!(!lower(Flavor::ArgKeep, step_graph(), vec![]).expect("l").share_handle_across_calls);
+    assert!(!lower(Flavor::ArgKeep, step_graph(), vec![], None).expect("l").share_handle_across_calls);
 }
 
 #[test]
 fn sh2_default_off_is_byte_identical_to_the_snapshot_behaviour() {
-    let argkeep = lower(Flavor::ArgKeep, step_graph(), vec![]).expect("l");
+    let argkeep = lower(Flavor::ArgKeep, step_graph(), vec![], None).expect("l");
     let p = chain_of(&[0, 0, 0], vec![argkeep]);
     let a = emit(&p, &opts(true)).expect("e").to_bytes().expect("w");
     let b = emit(&p, &opts(false)).expect("e").to_bytes().expect("w");
@@ -646,7 +646,7 @@ fn sh4_sharing_is_by_identity_never_by_content() {
 
 #[test]
 fn sh5_a_scratch_module_is_never_shared() {
-    let mut m = lower(Flavor::Scratch, step_graph(), vec![]).expect("l");
+    let mut m = lower(Flavor::Scratch, step_graph(), vec![], None).expect("l");
     m.share_handle_across_calls = true;
     let p = emitted(&chain_of(&[0, 0], vec![m]), true);
     assert_eq!(plan(&p, "forward").delegate_list().len(), 2);
@@ -654,7 +654,7 @@ fn sh5_a_scratch_module_is_never_shared() {
 
 #[test]
 fn sh6_delegate_counts_per_method() {
-    let argkeep = lower(Flavor::ArgKeep, step_graph(), vec![]).expect("l");
+    let argkeep = lower(Flavor::ArgKeep, step_graph(), vec![], None).expect("l");
     // demo x3 (shared -> 1), argkeep x2 (-> 2), demo#2 x1 (-> 1)
     let p = emitted(&chain_of(&[0, 1, 0, 1, 0, 2], vec![demo(), argkeep, demo()]), true);
     let f = plan(&p, "forward");
@@ -748,21 +748,24 @@ fn sh13_decided_cases_are_tested_here() {
 
 #[test]
 fn p1_scratch_entry_is_the_last_compile_spec_and_slots_follow_the_outputs() {
-    let m = lower(Flavor::Scratch, step_graph(), vec![("k".into(), vec![1])]).expect("l");
+    let m = lower(Flavor::Scratch, step_graph(), vec![("k".into(), vec![1])], None).expect("l");
     let n = m.scratch_specs[0].nbytes;
     let p = emitted(&chain_of(&[0], vec![m]), true);
     let f = plan(&p, "forward");
     let specs = f.delegate_list()[0].compile_spec_list();
     assert_eq!(specs.len(), 2);
     assert_eq!(specs[1].key.as_deref(), Some(SCRATCH_KEY));
-    let parsed = ptecheck::runtime::parse_scratch(specs[1].value.as_ref().expect("v").as_slice()).expect("parses");
-    assert_eq!(parsed, vec![ptecheck::runtime::ScratchSpec { nbytes: n, mem_id: -1 }]);
+    let parsed = ptecheck::program::parse_scratch(specs[1].value.as_ref().expect("v").as_slice()).expect("parses");
+    assert_eq!(parsed, vec![ptecheck::program::ScratchSpec { nbytes: n, mem_id: -1 }]);
     let (_, args) = &delegate_calls(f)[0];
     assert_eq!(args.len(), 3, "input, output, scratch");
     assert!(matches!(&f.value_list()[args[2] as usize], EValue::Tensor(t) if t.scalar_type == ScalarType::BYTE));
-    let (got, want, _) =
-        run(&chain_of(&[0, 0], vec![lower(Flavor::Scratch, step_graph(), vec![]).expect("l")]), opts(true), "forward")
-            .expect("runs");
+    let (got, want, _) = run(
+        &chain_of(&[0, 0], vec![lower(Flavor::Scratch, step_graph(), vec![], None).expect("l")]),
+        opts(true),
+        "forward",
+    )
+    .expect("runs");
     assert_eq!(got, want, "the scratch backend uses its slot and still computes the right thing");
 }
 
@@ -781,8 +784,10 @@ fn p5_a_call_site_in_a_loop_counts_once() {
     let body = body.finish(&[v]);
     let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![3, 2, 4])]);
     let out = g.node(Node::Map { body, xs: g.input(0), args: vec![] }, 1)[0];
-    let p =
-        program(vec![("forward", g.finish(&[out]))], vec![lower(Flavor::Scratch, step_graph(), vec![]).expect("l")]);
+    let p = program(
+        vec![("forward", g.finish(&[out]))],
+        vec![lower(Flavor::Scratch, step_graph(), vec![], None).expect("l")],
+    );
     let (got, want, t) =
         run(&p, opts(true), "forward").expect("a scratch delegate with one call site in a loop is fine");
     assert_eq!(got, want);

@@ -11,7 +11,7 @@ use ptecheck::gen::examples::{example, multifunction, MF_WIDTH};
 use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::ir::{Graph, IrMethod, IrProgram, Op};
-use ptecheck::oracle::to_host;
+use ptecheck::oracle::values::encode as to_host;
 use ptecheck::runtime::{ErrorCode, HostValue, OptionValue, Runtime, RuntimeError, Trace};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use ptecheck::gen::{generate_from_bytes, GenConfig};
-use ptecheck::oracle::{check_program, CheckOptions};
+use ptecheck::gen::{generate_from_bytes, GenConfig, Switch};
+use ptecheck::oracle::{check_case, CheckOptions};
 
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
@@ -24,17 +24,17 @@ proptest! {
     #[test]
     fn every_generated_program_satisfies_every_invariant(bytes in proptest::collection::vec(any::<u8>(), 0..2048), seed in any::<u64>()) {
         let g = generate_from_bytes(&GenConfig::default(), &bytes);
-        let r = check_program(&g.program, &CheckOptions { inject_seed: seed, input_seed: seed, ..CheckOptions::default() });
+        let r = check_case(&g, &CheckOptions { inject_seed: seed, ..CheckOptions::default() });
         prop_assert!(r.ok(), "{:#?}\n{}", r.failures, ptecheck::ir::pretty::program(&g.program));
     }
 
     #[test]
     fn swarm_configurations_generate_valid_programs(cfg_bytes in proptest::collection::vec(any::<u8>(), 64), bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
-        let mut cfg = <GenConfig as arbitrary::Arbitrary>::arbitrary(&mut arbitrary::Unstructured::new(&cfg_bytes)).unwrap_or_default();
-        cfg.features.while_loop = cfg_bytes[0] % 2 == 0;
+        let mut cfg = GenConfig::default().swarm(&mut arbitrary::Unstructured::new(&cfg_bytes));
+        cfg.features.set(Switch::WhileLoop, cfg_bytes[0] % 2 == 0);
         let g = generate_from_bytes(&cfg, &bytes);
         prop_assert!(ptecheck::ir::infer::check_program(&g.program).is_ok());
-        let r = check_program(&g.program, &CheckOptions { negative: false, ..CheckOptions::default() });
+        let r = check_case(&g, &CheckOptions { negative: false, ..CheckOptions::default() });
         prop_assert!(r.ok(), "{:#?}", r.failures);
     }
 }
@@ -42,5 +42,5 @@ proptest! {
 #[test]
 fn the_empty_input_generates_a_valid_program() {
     let g = generate_from_bytes(&GenConfig::default(), &[]);
-    assert!(check_program(&g.program, &CheckOptions::default()).ok());
+    assert!(check_case(&g, &CheckOptions::default()).ok());
 }

@@ -12,7 +12,7 @@ use ptecheck::program::*;
 use ptecheck::runtime::{HostTensor, HostValue, Trace};
 
 fn two_calls(share_flag: bool) -> IrProgram {
-    let mut m = lower(Flavor::ArgKeep, step_graph(), vec![]).expect("lowers");
+    let mut m = lower(Flavor::ArgKeep, step_graph(), vec![], None).expect("lowers");
     m.share_handle_across_calls = share_flag;
     let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, 4])]);
     let a = g.call(0, &[g.input(0)], 1)[0];

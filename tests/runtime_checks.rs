@@ -3,7 +3,8 @@
 
 use ptecheck::format;
 use ptecheck::program::*;
-use ptecheck::runtime::{check_method, check_program, CheckError, ErrorCode, ScratchSpec, SCRATCH_KEY};
+use ptecheck::program::{ScratchSpec, SCRATCH_KEY};
+use ptecheck::runtime::{check_method, check_program, CheckError, ErrorCode};
 
 fn real(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/corpus/real/{name}.pte", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
@@ -207,7 +208,7 @@ fn delegate_without_id_or_processed() {
 }
 
 fn scratch_spec(nbytes: u64) -> CompileSpec {
-    CompileSpec::new(SCRATCH_KEY, ptecheck::runtime::check::encode_scratch(&[ScratchSpec { nbytes, mem_id: -1 }]))
+    CompileSpec::new(SCRATCH_KEY, ptecheck::program::encode_scratch(&[ScratchSpec { nbytes, mem_id: -1 }]))
 }
 
 #[test]

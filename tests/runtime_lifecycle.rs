@@ -175,7 +175,7 @@ fn every_bad_program_class_is_rejected_with_zero_backend_inits_p3() {
             |p| {
                 p.delegates.as_mut().expect("d")[0].compile_specs = Some(vec![CompileSpec::new(
                     SCRATCH_KEY,
-                    check::encode_scratch(&[ScratchSpec { nbytes: 8, mem_id: -1 }]),
+                    ptecheck::program::encode_scratch(&[ScratchSpec { nbytes: 8, mem_id: -1 }]),
                 )]);
                 if let Instruction::DelegateCall(d) = &mut instrs(p)[1] {
                     d.delegate_index = 0;

@@ -33,7 +33,7 @@ impl Backend for FailingBackend {
     fn execute(&self, handle: &mut BackendHandle, args: &mut DelegateArgs<'_, '_>) -> Result<(), OpError> {
         self.inner.execute(handle, args)
     }
-    fn destroy(&self, handle: BackendHandle) {
+    fn destroy(&self, handle: &mut BackendHandle) {
         self.inner.destroy(handle)
     }
 }

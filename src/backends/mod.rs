@@ -6,8 +6,10 @@
 pub mod compiler_demo;
 pub mod failing;
 pub mod graph;
+pub mod ledger;
 pub mod multifn;
 
+use crate::fault::Fault;
 use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule};
 use crate::runtime::{Backend, Runtime};
@@ -34,10 +36,15 @@ pub fn default_runtime() -> Runtime {
     Runtime::with_backends(default_backends())
 }
 
-/// Runs backend `backend`'s preprocess on `g`.
-pub fn lower(backend: &str, g: Graph, compile_specs: Vec<(String, Vec<u8>)>) -> Result<LoweredModule, IrError> {
+/// Runs backend `backend`'s preprocess on `g` (`fault`: a seeded preprocess bug, or `None`).
+pub fn lower(
+    backend: &str,
+    g: Graph,
+    compile_specs: Vec<(String, Vec<u8>)>,
+    fault: Option<Fault>,
+) -> Result<LoweredModule, IrError> {
     match graph::Flavor::from_id(backend) {
-        Some(f) => graph::lower(f, g, compile_specs),
+        Some(f) => graph::lower(f, g, compile_specs, fault),
         None => Err(IrError { path: "backend".into(), detail: format!("no preprocess for backend `{backend}`") }),
     }
 }

@@ -15,7 +15,6 @@ use crate::format::{self, FormatError, WriteOptions};
 use crate::ir::infer::{graph_types, node_types, IrError};
 use crate::ir::{ConstTensor, Dtype, Graph, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
 use crate::program::*;
-use crate::runtime::check::{encode_scratch, ScratchSpec, SCRATCH_KEY};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use thiserror::Error;
@@ -270,51 +269,57 @@ impl MethodState<'_> {
         }
     }
 
+    /// An unplanned tensor value (no `allocation_info`): its data pointer is set at run time
+    /// (`et_view`'s output, E13).
+    fn unplanned(&mut self, t: &ValueType) -> usize {
+        let ValueType::Tensor { dtype, shape, dynamic } = t else { return self.new_value(t) };
+        self.push(EValue::Tensor(Tensor {
+            scalar_type: dtype_scalar(*dtype),
+            sizes: Some(shape.iter().map(|s| *s as i32).collect()),
+            dim_order: Some((0..shape.len() as u8).collect()),
+            shape_dynamism: if *dynamic { TensorShapeDynamism::DYNAMIC_BOUND } else { TensorShapeDynamism::STATIC },
+            ..Tensor::default()
+        }))
+    }
+
+    /// An IntList of fresh Int values (list elements are emitted before the list, E9).
+    fn int_list(&mut self, items: &[i64]) -> usize {
+        let items: Vec<i64> = items.iter().map(|d| self.int(*d) as i64).collect();
+        self.push(EValue::IntList(Some(items)))
+    }
+
     fn op(&mut self, op: &Op, args: &[usize], out_type: &ValueType) -> usize {
         use Op::*;
-        let out = self.new_value(out_type);
-        match op {
+        let out = if matches!(op, View { .. }) { self.unplanned(out_type) } else { self.new_value(out_type) };
+        // Schema arguments in order (literals become fresh values, E9), then the outputs (E12).
+        let (schema, outs): (Vec<usize>, Vec<usize>) = match op {
             Add | Sub => {
                 let alpha = self.int(1);
-                self.kernel(
-                    if matches!(op, Add) { "aten::add" } else { "aten::sub" },
-                    "out",
-                    vec![args[0], args[1], alpha, out, out],
-                );
+                (vec![args[0], args[1], alpha], vec![out, out])
             }
-            Mul => self.kernel("aten::mul", "out", vec![args[0], args[1], out, out]),
-            Relu | Sin | Cos => {
-                let name = match op {
-                    Relu => "aten::relu",
-                    Sin => "aten::sin",
-                    _ => "aten::cos",
-                };
-                self.kernel(name, "out", vec![args[0], out, out]);
-            }
-            Linear => self.kernel("aten::linear", "out", vec![args[0], args[1], args[2], out, out]),
+            Mul | Div | Mm | GtTensor => (vec![args[0], args[1]], vec![out, out]),
+            Relu | Sin | Cos => (vec![args[0]], vec![out, out]),
+            Linear => (vec![args[0], args[1], args[2]], vec![out, out]),
             Addmm => {
                 let (beta, alpha) = (self.int(1), self.int(1));
-                self.kernel("aten::addmm", "out", vec![args[0], args[1], args[2], beta, alpha, out, out]);
+                (vec![args[0], args[1], args[2], beta, alpha], vec![out, out])
             }
-            Mm => self.kernel("aten::mm", "out", vec![args[0], args[1], out, out]),
             PermuteCopy { dims } => {
-                // List elements are emitted before the list (E9, pte-format §10).
-                let items: Vec<i64> = dims.iter().map(|d| self.int(*d) as i64).collect();
-                let list = self.push(EValue::IntList(Some(items)));
-                self.kernel("aten::permute_copy", "out", vec![args[0], list, out, out]);
+                let list = self.int_list(dims);
+                (vec![args[0], list], vec![out, out])
             }
             Cumsum { dim } => {
                 let d = self.int(*dim);
                 let dtype = self.push(EValue::Null);
-                self.kernel("aten::cumsum", "out", vec![args[0], d, dtype, out, out]);
+                (vec![args[0], d, dtype], vec![out, out])
             }
             SelectCopy { dim, index } => {
                 let (d, i) = (self.int(*dim), self.int(*index));
-                self.kernel("aten::select_copy", "int_out", vec![args[0], d, i, out, out]);
+                (vec![args[0], d, i], vec![out, out])
             }
             IndexSelect { dim } => {
                 let d = self.int(*dim);
-                self.kernel("aten::index_select", "out", vec![args[0], d, args[1], out, out]);
+                (vec![args[0], d, args[1]], vec![out, out])
             }
             Argmax { dim, keepdim } => {
                 let d = match dim {
@@ -322,27 +327,25 @@ impl MethodState<'_> {
                     None => self.push(EValue::Null),
                 };
                 let k = self.push(EValue::Bool(*keepdim));
-                self.kernel("aten::argmax", "out", vec![args[0], d, k, out, out]);
+                (vec![args[0], d, k], vec![out, out])
             }
             Gt { other } => {
                 let o = self.push(EValue::Double(*other));
-                self.kernel("aten::gt", "Scalar_out", vec![args[0], o, out, out]);
+                (vec![args[0], o], vec![out, out])
+            }
+            View { shape } => {
+                let list = self.int_list(shape);
+                (vec![args[0], list], vec![out])
             }
             SymSize { dim } => {
                 let d = self.int(*dim);
-                self.kernel("aten::sym_size", "int", vec![args[0], d, out]);
+                (vec![args[0], d], vec![out])
             }
-            ScalarAdd | ScalarSub | ScalarMul | ScalarEq | ScalarLt => {
-                let name = match op {
-                    ScalarAdd => "executorch_prim::add",
-                    ScalarSub => "executorch_prim::sub",
-                    ScalarMul => "executorch_prim::mul",
-                    ScalarEq => "executorch_prim::eq",
-                    _ => "executorch_prim::lt",
-                };
-                self.kernel(name, "Scalar", vec![args[0], args[1], out]);
-            }
-        }
+            ScalarAdd | ScalarSub | ScalarMul | ScalarFloordiv | ScalarEq | ScalarLt | ScalarGt | ScalarGe
+            | ScalarLe => (vec![args[0], args[1]], vec![out]),
+        };
+        let (name, overload) = op.kind().kernel();
+        self.kernel(name, overload, schema.into_iter().chain(outs).collect());
         out
     }
 
@@ -435,6 +438,7 @@ impl MethodState<'_> {
                 }
             }
         }
+        let frees = view_frees(g, self.modules);
         for (i, node) in g.nodes.iter().enumerate() {
             let p = format!("{path}.nodes[{i}]");
             let before: Vec<ValueType> = types[..refs.len()].to_vec();
@@ -471,6 +475,10 @@ impl MethodState<'_> {
                 }
             };
             refs.extend(outs);
+            // E13: a view's memory is released (FreeCall) after its last use.
+            for r in frees.get(&i).into_iter().flatten() {
+                self.instructions.push(Instruction::FreeCall(FreeCall { value_index: refs[*r] as i32 }));
+            }
         }
         Ok(refs)
     }
@@ -633,6 +641,61 @@ impl MethodState<'_> {
         self.patch_jump(exit, self.instructions.len());
         Ok(outs)
     }
+}
+
+/// For each node index, the `View` results of `g` to free right after it: a view is freed after
+/// the last node that reads it, unless it is an output of `g` or a cond operand (a branch may
+/// hand it back through a MoveCall, which shares the tensor).
+fn view_frees(g: &Graph, modules: &[LoweredModule]) -> HashMap<usize, Vec<Ref>> {
+    // `last[r]`: the last node reading view `r`, `None` when it must never be freed here.
+    let mut last: HashMap<Ref, Option<usize>> = HashMap::new();
+    let mut next = g.constants.len() + g.inputs.len();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let reads: Vec<Ref> = match n {
+            Node::Op { args, .. } | Node::Call { args, .. } => args.clone(),
+            Node::Cond { pred, operands, .. } => {
+                for o in operands {
+                    if let Some(l) = last.get_mut(o) {
+                        *l = None;
+                    }
+                }
+                vec![*pred]
+            }
+            Node::Map { xs, args, .. } => std::iter::once(*xs).chain(args.iter().copied()).collect(),
+            Node::Scan { init, xs, .. } => init.iter().chain(xs).copied().collect(),
+            Node::While { carried, .. } => carried.clone(),
+        };
+        for r in reads {
+            if let Some(Some(l)) = last.get_mut(&r) {
+                *l = (*l).max(i);
+            }
+        }
+        if let Node::Op { op: Op::View { .. }, .. } = n {
+            last.insert(next, Some(i));
+        }
+        next += match n {
+            Node::Op { .. } | Node::Map { .. } => 1,
+            Node::Call { module, .. } => modules.get(*module).map_or(0, |m| m.graph.outputs.len()),
+            Node::Cond { then_graph, .. } => then_graph.outputs.len(),
+            Node::Scan { body, .. } => body.outputs.len(),
+            Node::While { carried, .. } => carried.len(),
+        };
+    }
+    for o in &g.outputs {
+        if let Some(l) = last.get_mut(o) {
+            *l = None;
+        }
+    }
+    let mut out: HashMap<usize, Vec<Ref>> = HashMap::new();
+    for (r, l) in last {
+        if let Some(i) = l {
+            out.entry(i).or_default().push(r);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+    }
+    out
 }
 
 /// Emits `p`. Methods come out in sorted name order (E2).

@@ -1,60 +1,12 @@
-//! `GenConfig`: every limit and feature switch of the generator, declared once, with defaults.
-//! It is itself `Arbitrary` (swarm testing: each case switches a random subset of features on
-//! and draws its limits below the defaults).
+//! `GenConfig`: every limit of the generator with its default, and the switches
+//! ([`Switches`], declared in `features`). Swarm testing draws, per case, each limit at or below
+//! the configured one and each switch on or off, from the case's own bytes.
 
-use arbitrary::{Arbitrary, Unstructured};
+use super::features::Switches;
+use arbitrary::Unstructured;
 use serde::{Deserialize, Serialize};
 
-/// Feature switches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Arbitrary)]
-#[serde(default, deny_unknown_fields)]
-pub struct Features {
-    /// Calls of lowered modules.
-    pub calls: bool,
-    /// Favour calling the last-called module again.
-    pub repeated_calls: bool,
-    /// `cond`.
-    pub cond: bool,
-    /// `map` over a stacked input.
-    pub map: bool,
-    /// `scan` over a stacked input.
-    pub scan: bool,
-    /// Bounded `while_loop` (P12; off by default: ExecuTorch cannot emit it, E27).
-    pub while_loop: bool,
-    /// `scratch` backend modules.
-    pub scratch: bool,
-    /// `argkeep` backend modules (not opted in).
-    pub argkeep: bool,
-    /// Clones of modules (identical bytes; same or different specs).
-    pub identical_partitions: bool,
-    /// Several methods.
-    pub multi_method: bool,
-    /// Constant tensors (weights).
-    pub constants: bool,
-    /// Shape- and type-changing ops and scalar ops.
-    pub side_ops: bool,
-}
-
-impl Default for Features {
-    fn default() -> Self {
-        Features {
-            calls: true,
-            repeated_calls: true,
-            cond: true,
-            map: true,
-            scan: true,
-            while_loop: false,
-            scratch: true,
-            argkeep: true,
-            identical_partitions: true,
-            multi_method: true,
-            constants: true,
-            side_ops: true,
-        }
-    }
-}
-
-/// Generator limits and probabilities.
+/// Generator limits, probabilities and switches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GenConfig {
@@ -75,7 +27,7 @@ pub struct GenConfig {
     /// Chance (percent) that a node is control flow.
     pub control_percent: u32,
     /// Feature switches.
-    pub features: Features,
+    pub features: Switches,
 }
 
 impl Default for GenConfig {
@@ -89,24 +41,38 @@ impl Default for GenConfig {
             max_calls_per_module: 4,
             call_percent: 40,
             control_percent: 20,
-            features: Features::default(),
+            features: Switches::default(),
         }
     }
 }
 
-impl<'a> Arbitrary<'a> for GenConfig {
-    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
-        let d = GenConfig::default();
-        Ok(GenConfig {
-            min_methods: 1,
-            max_methods: u.int_in_range(1..=d.max_methods)?,
-            max_depth: u.int_in_range(0..=d.max_depth)?,
-            max_nodes: u.int_in_range(1..=d.max_nodes)?,
-            max_modules: u.int_in_range(1..=d.max_modules)?,
-            max_calls_per_module: u.int_in_range(1..=d.max_calls_per_module)?,
-            call_percent: u.int_in_range(10..=70)?,
-            control_percent: u.int_in_range(0..=40)?,
-            features: Features::arbitrary(u)?,
-        })
+impl GenConfig {
+    /// One swarm draw below `self`: each limit uniformly in `[least, configured]`, the
+    /// probabilities redrawn within the configured ones, each switch kept on with chance 1/2.
+    /// Calls stay on whenever the configuration allows them: they are what most invariants are
+    /// about.
+    pub fn swarm(&self, u: &mut Unstructured<'_>) -> GenConfig {
+        let mut draw = |least: usize, most: usize| u.int_in_range(least.min(most)..=most).unwrap_or(most);
+        let min_methods = self.min_methods.max(1);
+        let max_methods = draw(min_methods, self.max_methods.max(min_methods));
+        let max_depth = draw(0, self.max_depth);
+        let max_nodes = draw(1, self.max_nodes.max(1));
+        let max_modules = draw(1, self.max_modules.max(1));
+        let max_calls_per_module = draw(1, self.max_calls_per_module.max(1));
+        let call_percent = u.int_in_range(self.call_percent.min(10)..=self.call_percent).unwrap_or(self.call_percent);
+        let control_percent = u.int_in_range(0..=self.control_percent).unwrap_or(self.control_percent);
+        let mut features = self.features.and(&u.arbitrary::<Switches>().unwrap_or_default());
+        features.set(super::Switch::Calls, self.features.on(super::Switch::Calls));
+        GenConfig {
+            min_methods,
+            max_methods,
+            max_depth,
+            max_nodes,
+            max_modules,
+            max_calls_per_module,
+            call_percent,
+            control_percent,
+            features,
+        }
     }
 }

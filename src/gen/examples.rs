@@ -73,7 +73,7 @@ pub fn step_graph() -> Graph {
 
 fn module(flavor: Flavor, specs: Vec<(String, Vec<u8>)>) -> LoweredModule {
     // The step graph always type-checks, so preprocess cannot fail.
-    lower(flavor, step_graph(), specs).unwrap_or_else(|e| unreachable!("built-in example graph: {e}"))
+    lower(flavor, step_graph(), specs, None).unwrap_or_else(|e| unreachable!("built-in example graph: {e}"))
 }
 
 fn method(name: &str, g: Graph) -> IrMethod {

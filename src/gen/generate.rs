@@ -6,69 +6,49 @@
 //! the bytes therefore can never produce a dangling reference or an ill-typed program — the
 //! structure is built first and references are resolved into it.
 //!
-//! Every value flowing between nodes is an f32 tensor of one program-wide shape `S = [r, c]`;
-//! "side" ops (select, index_select, argmax, gt, permute, sym_size, scalar ops) produce other
-//! types that become extra method outputs.
+//! Values flowing between nodes live in typed pools: float32 `S = [r, c]` (static), float32
+//! `D` (the same bound, rows shrinking at run time), int64 `[r, c]`, and Int scalars. "Side" ops
+//! (select, index_select, argmax, comparisons, permute, view, scalar ops) produce other types;
+//! their results become extra outputs — of the method, of a cond branch (the other branch
+//! rebuilds the same types), of a scan body (extra stacked outputs) or of a module — so every
+//! result the generator makes is one the oracle compares. Map and while bodies, whose outputs
+//! are fixed, make no side ops. After generation, the case's remaining bytes draw its inputs
+//! (`gen::inputs`) and its run choices.
 
 use super::config::GenConfig;
+use super::features::{Feature, Switch};
+use super::inputs::draw_inputs;
+use super::observe::observe;
 use crate::backends::graph::{lower, Flavor};
+use crate::backends::multifn::{self, MethodPartitions, MULTIFUNCTION_SPEC};
+use crate::fault::Fault;
 use crate::ir::build::GraphBuilder;
+use crate::ir::eval::Val;
 use crate::ir::{ConstTensor, Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
 use arbitrary::Unstructured;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A generated program and the generator features it exercises.
+/// How a case is run, drawn with it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunChoices {
+    /// Keep delegate blobs inline (no delegate segments).
+    pub inline_blobs: bool,
+    /// Run `multifn` delegates with one shared loaded model per bundle.
+    pub share_models: bool,
+}
+
+/// A generated case: the program, its inputs per method, how to run it, and what it exercises.
 #[derive(Clone, Debug)]
 pub struct Generated {
     /// The program.
     pub program: IrProgram,
-    /// Names of the features present (see [`FEATURES`]).
+    /// Inputs of each method.
+    pub inputs: BTreeMap<String, Vec<Val>>,
+    /// Run choices.
+    pub run: RunChoices,
+    /// Names of the features present (see `features::feature_names`).
     pub features: BTreeSet<String>,
 }
-
-/// Every named feature the generator can produce (coverage is measured against this list).
-pub const FEATURES: &[&str] = &[
-    "multi_method",
-    "module_shared_across_methods",
-    "constants",
-    "call",
-    "repeated_call",
-    "interleaved_modules",
-    "call_in_cond",
-    "call_in_map",
-    "call_in_scan",
-    "cond",
-    "map",
-    "scan",
-    "identical_partitions_same_specs",
-    "identical_partitions_diff_specs",
-    "scratch_called_once",
-    "scratch_called_twice",
-    "opted_in",
-    "not_opted_in",
-    "argkeep_called_twice",
-    "op:add",
-    "op:sub",
-    "op:mul",
-    "op:relu",
-    "op:sin",
-    "op:cos",
-    "op:linear",
-    "op:addmm",
-    "op:mm",
-    "op:cumsum",
-    "op:permute_copy",
-    "op:select_copy",
-    "op:index_select",
-    "op:argmax",
-    "op:gt",
-    "op:sym_size",
-    "op:scalar_add",
-    "op:scalar_sub",
-    "op:scalar_mul",
-    "op:scalar_eq",
-    "op:scalar_lt",
-];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
@@ -77,45 +57,89 @@ enum Place {
     Map,
     Scan,
     While,
+    Module,
 }
+
+/// The tensor pool a value belongs to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pool {
+    S,
+    D,
+    I,
+}
+
+/// A side op recorded in a then-branch, replayed in the else-branch so both produce the same
+/// output types.
+#[derive(Clone)]
+struct Template {
+    op: Op,
+    /// Takes the constant index tensor as its second operand.
+    with_idx: bool,
+    /// Takes its first operand twice.
+    twice: bool,
+    /// A relu applied to the result (a freed view).
+    relu_after: bool,
+}
+
+#[derive(Default)]
+struct Pools {
+    s: Vec<Ref>,
+    d: Vec<Ref>,
+    i: Vec<Ref>,
+    ints: Vec<Ref>,
+    /// Ints known to be >= 1 (sizes): safe divisors.
+    pos_ints: Vec<Ref>,
+    /// Tensor side results.
+    side: Vec<Ref>,
+    /// Scalar side results (Int/Bool).
+    side_scalars: Vec<Ref>,
+    /// The stacked `[n, r, c]` input, if any.
+    stack: Option<Ref>,
+}
+
+/// What a module takes and returns.
+#[derive(Clone)]
+struct ModuleInfo {
+    /// Input pool (all inputs alike).
+    input: Pool,
+    /// Extra outputs beyond the first (side results).
+    extra_outputs: usize,
+    /// A multi-function partition: called exactly once, from one method.
+    partition: bool,
+}
+
+/// Indices of the constants every graph gets when constants are on: `w, b, k, idx, one`.
+const W: usize = 0;
+const B: usize = 1;
+const K: usize = 2;
+const IDX: usize = 3;
+const ONE: usize = 4;
 
 struct Ctx<'c, 'u, 'a> {
     u: &'u mut Unstructured<'a>,
     cfg: &'c GenConfig,
+    fault: Option<Fault>,
     r: usize,
     c: usize,
     n: usize,
     modules: Vec<LoweredModule>,
-    /// For cloned modules: (original, same specs).
+    info: Vec<ModuleInfo>,
+    /// For cloned modules: (clone, original, same specs).
     clones: Vec<(usize, usize, bool)>,
-    features: BTreeSet<String>,
+    features: BTreeSet<Feature>,
     /// Calls per module in the current method.
     calls: BTreeMap<usize, usize>,
     last_call: Option<usize>,
     /// Methods that call each module.
     users: BTreeMap<usize, BTreeSet<usize>>,
     method: usize,
+    /// Multi-function partitions per method: (method, module slot).
+    partitions: Vec<(usize, usize)>,
 }
 
-/// Index of the `[1]`-shaped constant among a graph's constants (`w, b, k, idx, one`).
-const ONE: usize = 4;
-
 impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
-    fn new(u: &'u mut Unstructured<'a>, cfg: &'c GenConfig, r: usize, c: usize, n: usize) -> Self {
-        Ctx {
-            u,
-            cfg,
-            r,
-            c,
-            n,
-            modules: Vec::new(),
-            clones: Vec::new(),
-            features: BTreeSet::new(),
-            calls: BTreeMap::new(),
-            last_call: None,
-            users: BTreeMap::new(),
-            method: 0,
-        }
+    fn on(&self, s: Switch) -> bool {
+        self.cfg.features.on(s)
     }
 
     fn pick(&mut self, n: usize) -> usize {
@@ -134,18 +158,24 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         f64::from(k) / 4.0
     }
 
-    fn s(&self) -> ValueType {
-        ValueType::tensor(Dtype::F32, vec![self.r, self.c])
+    fn ty(&self, pool: Pool) -> ValueType {
+        let (dtype, dynamic) = match pool {
+            Pool::S => (Dtype::F32, false),
+            Pool::D => (Dtype::F32, true),
+            Pool::I => (Dtype::I64, false),
+        };
+        ValueType::Tensor { dtype, shape: vec![self.r, self.c], dynamic }
     }
 
-    fn feature(&mut self, f: impl Into<String>) {
-        self.features.insert(f.into());
+    fn feature(&mut self, f: Feature) {
+        self.features.insert(f);
     }
 
     fn constants(&mut self) -> Vec<ConstTensor> {
-        if !self.cfg.features.constants {
+        if !self.on(Switch::Constants) {
             return Vec::new();
         }
+        self.feature(Feature::Constants);
         let c = self.c;
         let w: Vec<f64> = (0..c * c).map(|_| self.small_f32()).collect();
         let b: Vec<f64> = (0..c).map(|_| self.small_f32()).collect();
@@ -161,262 +191,385 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         ]
     }
 
-    /// One S-preserving CPU op on the pool (plus side ops when enabled).
-    fn cpu_op(
-        &mut self,
-        b: &mut GraphBuilder,
-        has_consts: bool,
-        pool: &mut Vec<Ref>,
-        ints: &mut Vec<Ref>,
-        side: &mut Vec<Ref>,
-    ) {
-        let x = pool[self.pick(pool.len())];
-        let y = pool[self.pick(pool.len())];
-        let side_ops = self.cfg.features.side_ops;
-        let choices = 9 + if side_ops { 8 } else { 0 };
-        let k = self.pick(choices);
-        let c = |i: usize| b.constant(i);
-        match k {
-            0 => self.binary(b, Op::Add, x, y, "op:add", pool),
-            1 => self.binary(b, Op::Sub, x, y, "op:sub", pool),
-            2 if has_consts && self.chance(50) => {
-                let v = b.op(Op::Mul, &[x, c(2)]);
-                self.feature("op:mul");
-                pool.push(v);
-            }
-            2 => self.binary(b, Op::Mul, x, y, "op:mul", pool),
-            3 => self.unary(b, Op::Relu, x, "op:relu", pool),
-            4 => self.unary(b, Op::Sin, x, "op:sin", pool),
-            5 => self.unary(b, Op::Cos, x, "op:cos", pool),
-            6 if has_consts => {
-                let v = b.op(Op::Linear, &[x, c(0), c(1)]);
-                self.feature("op:linear");
-                pool.push(v);
-            }
-            7 if has_consts => {
-                let (op, name, args) = if self.chance(50) {
-                    (Op::Addmm, "op:addmm", vec![c(1), x, c(0)])
-                } else {
-                    (Op::Mm, "op:mm", vec![x, c(0)])
-                };
-                let v = b.op(op, &args);
-                self.feature(name);
-                pool.push(v);
-            }
-            8 => {
-                let dim = self.pick(2) as i64;
-                let v = b.op(Op::Cumsum { dim }, &[x]);
-                self.feature("op:cumsum");
-                pool.push(v);
-            }
-            9 => {
-                side.push(b.op(Op::PermuteCopy { dims: vec![1, 0] }, &[x]));
-                self.feature("op:permute_copy");
-            }
-            10 => {
-                let dim = self.pick(2);
-                let index = self.pick([self.r, self.c][dim]) as i64;
-                side.push(b.op(Op::SelectCopy { dim: dim as i64, index }, &[x]));
-                self.feature("op:select_copy");
-            }
-            11 if has_consts => {
-                side.push(b.op(Op::IndexSelect { dim: 0 }, &[x, c(3)]));
-                self.feature("op:index_select");
-            }
-            12 => {
-                let dim = if self.chance(30) { None } else { Some(self.pick(2) as i64) };
-                let keepdim = self.chance(50);
-                side.push(b.op(Op::Argmax { dim, keepdim }, &[x]));
-                self.feature("op:argmax");
-            }
-            13 => {
-                let other = self.small_f32();
-                side.push(b.op(Op::Gt { other }, &[x]));
-                self.feature("op:gt");
-            }
-            14 => {
-                let dim = self.pick(2) as i64;
-                ints.push(b.op(Op::SymSize { dim }, &[x]));
-                self.feature("op:sym_size");
-            }
-            15 | 16 => {
-                if ints.is_empty() {
-                    ints.push(b.op(Op::SymSize { dim: 1 }, &[x]));
-                    self.feature("op:sym_size");
-                }
-                let (a, bb) = (ints[self.pick(ints.len())], ints[self.pick(ints.len())]);
-                let (op, name) = match self.pick(5) {
-                    0 => (Op::ScalarAdd, "op:scalar_add"),
-                    1 => (Op::ScalarSub, "op:scalar_sub"),
-                    2 => (Op::ScalarMul, "op:scalar_mul"),
-                    3 => (Op::ScalarEq, "op:scalar_eq"),
-                    _ => (Op::ScalarLt, "op:scalar_lt"),
-                };
-                let v = b.op(op.clone(), &[a, bb]);
-                if matches!(op, Op::ScalarEq | Op::ScalarLt) {
-                    side.push(v);
-                } else {
-                    ints.push(v);
-                }
-                self.feature(name);
-            }
-            _ => self.unary(b, Op::Relu, x, "op:relu", pool),
+    /// A pool to draw the next op's operand from.
+    fn pool(&mut self, p: &Pools) -> Option<Pool> {
+        let mut avail = Vec::new();
+        if !p.s.is_empty() {
+            avail.extend([Pool::S, Pool::S]);
+        }
+        if !p.d.is_empty() {
+            avail.push(Pool::D);
+        }
+        if !p.i.is_empty() {
+            avail.push(Pool::I);
+        }
+        (!avail.is_empty()).then(|| avail[self.pick(avail.len())])
+    }
+
+    fn from(&mut self, p: &Pools, pool: Pool) -> Ref {
+        let v = match pool {
+            Pool::S => &p.s,
+            Pool::D => &p.d,
+            Pool::I => &p.i,
+        };
+        v[self.pick(v.len())]
+    }
+
+    fn push(p: &mut Pools, pool: Pool, r: Ref) {
+        match pool {
+            Pool::S => p.s.push(r),
+            Pool::D => p.d.push(r),
+            Pool::I => p.i.push(r),
         }
     }
 
-    fn binary(&mut self, b: &mut GraphBuilder, op: Op, x: Ref, y: Ref, name: &str, pool: &mut Vec<Ref>) {
-        pool.push(b.op(op, &[x, y]));
-        self.feature(name);
+    /// One CPU op. `side_ok`: side ops may be made (their results kept by the caller);
+    /// `scalars_ok`: scalar side results may be made; `templates`: record side ops for replay.
+    fn cpu_op(
+        &mut self,
+        b: &mut GraphBuilder,
+        consts: bool,
+        p: &mut Pools,
+        side_ok: bool,
+        scalars_ok: bool,
+        templates: &mut Option<&mut Vec<Template>>,
+    ) {
+        let Some(pool) = self.pool(p) else { return };
+        let x = self.from(p, pool);
+        let c = |i: usize| b.constant(i);
+        let side_ops = side_ok && self.on(Switch::SideOps);
+        if pool == Pool::I {
+            // int64: exact wrapping arithmetic, and the side ops that take it.
+            let y = self.from(p, Pool::I);
+            let k = self.pick(if side_ops { 9 } else { 5 });
+            let (op, args, keep): (Op, Vec<Ref>, bool) = match k {
+                0 => (Op::Add, vec![x, y], true),
+                1 => (Op::Sub, vec![x, y], true),
+                2 => (Op::Mul, vec![x, y], true),
+                3 => (Op::Cumsum { dim: self.pick(2) as i64 }, vec![x], true),
+                4 => (Op::Relu, vec![x], true),
+                5 => (Op::GtTensor, vec![x, y], false),
+                6 => (Op::Argmax { dim: Some(self.pick(2) as i64), keepdim: self.chance(50) }, vec![x], false),
+                7 => (Op::PermuteCopy { dims: vec![1, 0] }, vec![x], false),
+                _ => {
+                    let dim = self.pick(2);
+                    let index = self.pick([self.r, self.c][dim]) as i64;
+                    (Op::SelectCopy { dim: dim as i64, index }, vec![x], false)
+                }
+            };
+            let v = b.op(op, &args);
+            if keep {
+                p.i.push(v);
+            } else {
+                p.side.push(v);
+            }
+            return;
+        }
+        let dynamic = pool == Pool::D;
+        let y = self.from(p, pool);
+        let main = 10;
+        let n_side = if side_ops { 9 } else { 0 };
+        let k = self.pick(main + n_side);
+        match k {
+            0..=3 => {
+                let op = [Op::Add, Op::Sub, Op::Mul, Op::Div][k].clone();
+                // The other operand: the same pool, or a constant that broadcasts.
+                let other = if consts && self.chance(40) { c([B, K, ONE][self.pick(3)]) } else { y };
+                let args = if self.chance(20) { vec![other, x] } else { vec![x, other] };
+                Self::push(p, pool, b.op(op, &args));
+            }
+            4 => Self::push(p, pool, b.op(Op::Relu, &[x])),
+            5 => Self::push(p, pool, b.op(Op::Sin, &[x])),
+            6 => Self::push(p, pool, b.op(Op::Cos, &[x])),
+            7 if consts => Self::push(p, pool, b.op(Op::Linear, &[x, c(W), c(B)])),
+            8 if consts => {
+                let v = if self.chance(50) { b.op(Op::Addmm, &[c(B), x, c(W)]) } else { b.op(Op::Mm, &[x, c(W)]) };
+                Self::push(p, pool, v);
+            }
+            7..=9 => Self::push(p, pool, b.op(Op::Cumsum { dim: self.pick(2) as i64 }, &[x])),
+            _ => {
+                // Side ops.
+                let t = match k - main {
+                    0 if !dynamic => Some(Template {
+                        op: Op::PermuteCopy { dims: vec![1, 0] },
+                        with_idx: false,
+                        twice: false,
+                        relu_after: false,
+                    }),
+                    1 => {
+                        let dim = self.pick(2);
+                        let index =
+                            if dynamic { [0, -1][self.pick(2)] } else { self.pick([self.r, self.c][dim]) as i64 };
+                        Some(Template {
+                            op: Op::SelectCopy { dim: dim as i64, index },
+                            with_idx: false,
+                            twice: false,
+                            relu_after: false,
+                        })
+                    }
+                    2 if consts && !dynamic => Some(Template {
+                        op: Op::IndexSelect { dim: 0 },
+                        with_idx: true,
+                        twice: false,
+                        relu_after: false,
+                    }),
+                    3 => {
+                        let dim = if self.chance(30) { None } else { Some(self.pick(2) as i64) };
+                        Some(Template {
+                            op: Op::Argmax { dim, keepdim: self.chance(50) },
+                            with_idx: false,
+                            twice: false,
+                            relu_after: false,
+                        })
+                    }
+                    4 => Some(Template {
+                        op: Op::Gt { other: self.small_f32() },
+                        with_idx: false,
+                        twice: false,
+                        relu_after: false,
+                    }),
+                    5 => Some(Template { op: Op::GtTensor, with_idx: false, twice: true, relu_after: false }),
+                    6 if !dynamic => {
+                        let (r, cc) = (self.r as i64, self.c as i64);
+                        let shape = [vec![r * cc], vec![cc, r], vec![1, r * cc]][self.pick(3)].clone();
+                        Some(Template {
+                            op: Op::View { shape },
+                            with_idx: false,
+                            twice: false,
+                            relu_after: self.chance(60),
+                        })
+                    }
+                    7 | 8 if scalars_ok => {
+                        // Sizes and scalar arithmetic.
+                        let dim = self.pick(2) as i64;
+                        let s = b.op(Op::SymSize { dim }, &[x]);
+                        p.ints.push(s);
+                        p.pos_ints.push(s);
+                        if k - main == 8 {
+                            let a = p.ints[self.pick(p.ints.len())];
+                            let bb = p.ints[self.pick(p.ints.len())];
+                            let op = [
+                                Op::ScalarAdd,
+                                Op::ScalarSub,
+                                Op::ScalarMul,
+                                Op::ScalarFloordiv,
+                                Op::ScalarEq,
+                                Op::ScalarLt,
+                                Op::ScalarGt,
+                                Op::ScalarGe,
+                                Op::ScalarLe,
+                            ][self.pick(9)]
+                            .clone();
+                            // Floor division only by a size (never zero).
+                            let divisor = p.pos_ints[self.pick(p.pos_ints.len())];
+                            let v = match op {
+                                Op::ScalarFloordiv => b.op(op, &[a, divisor]),
+                                Op::ScalarEq | Op::ScalarLt | Op::ScalarGt | Op::ScalarGe | Op::ScalarLe => {
+                                    let v = b.op(op, &[a, bb]);
+                                    p.side_scalars.push(v);
+                                    return;
+                                }
+                                _ => b.op(op, &[a, bb]),
+                            };
+                            p.ints.push(v);
+                        }
+                        None
+                    }
+                    _ => None,
+                };
+                if let Some(t) = t {
+                    let v = apply(b, &t, x, y);
+                    p.side.push(v);
+                    if let Some(ts) = templates.as_mut() {
+                        ts.push(t);
+                    }
+                }
+            }
+        }
     }
 
-    fn unary(&mut self, b: &mut GraphBuilder, op: Op, x: Ref, name: &str, pool: &mut Vec<Ref>) {
-        pool.push(b.op(op, &[x]));
-        self.feature(name);
-    }
-
-    fn call(&mut self, b: &mut GraphBuilder, place: Place, pool: &mut Vec<Ref>) {
-        let n = self.modules.len();
-        let repeat = self.cfg.features.repeated_calls && self.chance(50);
+    fn call(&mut self, b: &mut GraphBuilder, place: Place, p: &mut Pools) {
+        let candidates: Vec<usize> = (0..self.modules.len())
+            .filter(|m| !self.info[*m].partition)
+            .filter(|m| place == Place::Top || self.info[*m].extra_outputs == 0)
+            .filter(|m| match self.info[*m].input {
+                Pool::S => !p.s.is_empty(),
+                Pool::D => !p.d.is_empty(),
+                Pool::I => !p.i.is_empty(),
+            })
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let repeat = self.on(Switch::RepeatedCalls) && self.chance(50);
         let m = match self.last_call {
-            Some(last) if repeat => last,
-            _ => self.pick(n),
+            Some(last) if repeat && candidates.contains(&last) => last,
+            _ => candidates[self.pick(candidates.len())],
         };
         if self.calls.get(&m).copied().unwrap_or(0) >= self.cfg.max_calls_per_module {
             return;
         }
+        self.call_module(b, m, place, p);
+    }
+
+    fn call_module(&mut self, b: &mut GraphBuilder, m: usize, place: Place, p: &mut Pools) {
+        let info = self.info[m].clone();
         let n_in = self.modules[m].graph.inputs.len();
-        let args: Vec<Ref> = (0..n_in).map(|_| pool[self.pick(pool.len())]).collect();
-        let out = b.call(m, &args, 1)[0];
-        pool.push(out);
+        let args: Vec<Ref> = (0..n_in).map(|_| self.from(p, info.input)).collect();
+        let outs = b.call(m, &args, 1 + info.extra_outputs);
+        Self::push(p, info.input, outs[0]);
+        p.side.extend(&outs[1..]);
         let before = self.calls.get(&m).copied().unwrap_or(0);
-        self.feature("call");
+        self.feature(Feature::Call);
         if before > 0 {
-            self.feature("repeated_call");
+            self.feature(Feature::RepeatedCall);
             if self.last_call.is_some_and(|l| l != m) {
-                self.feature("interleaved_modules");
+                self.feature(Feature::InterleavedModules);
             }
         }
         match place {
-            Place::Cond => self.feature("call_in_cond"),
-            Place::Map => self.feature("call_in_map"),
-            Place::Scan => self.feature("call_in_scan"),
-            Place::While => self.feature("call_in_while"),
-            Place::Top => {}
+            Place::Cond => self.feature(Feature::CallInCond),
+            Place::Map => self.feature(Feature::CallInMap),
+            Place::Scan => self.feature(Feature::CallInScan),
+            Place::While => self.feature(Feature::CallInWhile),
+            Place::Top | Place::Module => {}
         }
         *self.calls.entry(m).or_default() += 1;
         self.users.entry(m).or_default().insert(self.method);
         self.last_call = Some(m);
     }
 
-    /// Generates a graph with `inputs`; returns it with its first `want` outputs being S values,
-    /// followed by the extras produced by side ops (only kept where `keep_side`).
-    fn graph(&mut self, inputs: Vec<ValueType>, depth: usize, place: Place, want: usize, keep_side: bool) -> Graph {
+    /// Generates a graph with `inputs`. Its outputs: the last `want` S values (or, when it has
+    /// none, of its main pool), then what `keep` allows of its side results.
+    #[allow(clippy::too_many_arguments)]
+    fn graph(
+        &mut self,
+        inputs: Vec<ValueType>,
+        depth: usize,
+        place: Place,
+        want: usize,
+        templates: &mut Option<&mut Vec<Template>>,
+    ) -> Graph {
         let consts = self.constants();
         let has_consts = !consts.is_empty();
-        if has_consts {
-            self.feature("constants");
-        }
         let n_consts = consts.len();
         let mut b = GraphBuilder::new(consts, inputs.clone());
-        let s = self.s();
-        let mut pool: Vec<Ref> =
-            inputs.iter().enumerate().filter(|(_, t)| **t == s).map(|(i, _)| n_consts + i).collect();
-        let stack = inputs
-            .iter()
-            .position(|t| matches!(t, ValueType::Tensor { shape, .. } if shape.len() == 3))
-            .map(|i| n_consts + i);
-        let mut ints = Vec::new();
-        let mut side = Vec::new();
+        let mut p = Pools::default();
+        for (i, t) in inputs.iter().enumerate() {
+            let r = n_consts + i;
+            match t {
+                t if *t == self.ty(Pool::S) => p.s.push(r),
+                t if *t == self.ty(Pool::D) => p.d.push(r),
+                t if *t == self.ty(Pool::I) => p.i.push(r),
+                ValueType::Tensor { shape, .. } if shape.len() == 3 => p.stack = Some(r),
+                _ => {}
+            }
+        }
+        // Which side results this graph can hand on.
+        let (side_ok, scalars_ok) = match place {
+            Place::Top => (true, true),
+            Place::Cond | Place::Scan => (templates.is_some(), false),
+            Place::Module => (true, false),
+            Place::Map | Place::While => (false, false),
+        };
         let n_nodes = 1 + self.pick(self.cfg.max_nodes);
         for _ in 0..n_nodes {
-            let can_call = self.cfg.features.calls && !self.modules.is_empty();
+            let can_call = self.on(Switch::Calls) && !self.modules.is_empty() && place != Place::Module;
             if can_call && self.chance(self.cfg.call_percent) {
-                self.call(&mut b, place, &mut pool);
-            } else if depth < self.cfg.max_depth && self.chance(self.cfg.control_percent) {
-                self.control(&mut b, depth, stack, &mut pool, &mut side);
+                self.call(&mut b, place, &mut p);
+            } else if depth < self.cfg.max_depth && place != Place::Module && self.chance(self.cfg.control_percent) {
+                self.control(&mut b, depth, place, &mut p);
             } else {
-                self.cpu_op(&mut b, has_consts, &mut pool, &mut ints, &mut side);
+                self.cpu_op(&mut b, has_consts, &mut p, side_ok, scalars_ok, templates);
             }
         }
-        let mut outs: Vec<Ref> = pool.iter().rev().take(want).copied().collect();
+        let main = if p.s.is_empty() && !p.d.is_empty() { p.d.clone() } else { p.s.clone() };
+        let mut outs: Vec<Ref> = main.iter().rev().take(want).copied().collect();
         while outs.len() < want {
-            outs.push(pool[0]);
+            outs.push(main.first().copied().unwrap_or(n_consts));
         }
-        if keep_side {
-            let k = side.len().min(3);
-            outs.extend(side.iter().rev().take(k));
-            if let Some(i) = ints.last() {
-                outs.push(*i);
+        match place {
+            Place::Top => {
+                outs.extend(p.d.last());
+                outs.extend(p.i.last());
+                outs.extend(&p.side);
+                outs.extend(&p.side_scalars);
+                outs.extend(p.ints.last());
             }
+            Place::Cond | Place::Scan | Place::Module => outs.extend(&p.side),
+            Place::Map | Place::While => {}
         }
         b.finish(&outs)
     }
 
-    fn control(
-        &mut self,
-        b: &mut GraphBuilder,
-        depth: usize,
-        stack: Option<Ref>,
-        pool: &mut Vec<Ref>,
-        side: &mut Vec<Ref>,
-    ) {
-        let f = self.cfg.features.clone();
+    fn control(&mut self, b: &mut GraphBuilder, depth: usize, place: Place, p: &mut Pools) {
         let mut kinds = Vec::new();
-        if f.cond {
+        if self.on(Switch::Cond) && !p.s.is_empty() {
             kinds.push(0);
         }
-        if f.map && stack.is_some() {
+        if self.on(Switch::Map) && p.stack.is_some() {
             kinds.push(1);
         }
-        if f.scan && stack.is_some() {
+        if self.on(Switch::Scan) && p.stack.is_some() && !p.s.is_empty() {
             kinds.push(2);
         }
-        if f.while_loop {
+        if self.on(Switch::WhileLoop) && !p.s.is_empty() {
             kinds.push(3);
         }
         if kinds.is_empty() {
             return;
         }
-        let x = pool[self.pick(pool.len())];
-        let s = self.s();
+        let s = self.ty(Pool::S);
         match kinds[self.pick(kinds.len())] {
             0 => {
-                let other = self.small_f32();
-                let pred = b.op(Op::Gt { other }, &[x]);
-                self.feature("op:gt");
+                let x = self.from(p, Pool::S);
+                let pred = if !p.ints.is_empty() && self.chance(30) {
+                    let (a, c) = (p.ints[self.pick(p.ints.len())], p.ints[self.pick(p.ints.len())]);
+                    b.op(Op::ScalarLt, &[a, c])
+                } else {
+                    b.op(Op::Gt { other: self.small_f32() }, &[x])
+                };
                 let n_ops = 1 + self.pick(2);
-                let operands: Vec<Ref> = (0..n_ops).map(|_| pool[self.pick(pool.len())]).collect();
+                let operands: Vec<Ref> = (0..n_ops).map(|_| self.from(p, Pool::S)).collect();
                 let ins = vec![s.clone(); n_ops];
-                let then_graph = self.graph(ins.clone(), depth + 1, Place::Cond, 1, false);
-                let else_graph = self.graph(ins, depth + 1, Place::Cond, 1, false);
-                let out = b.node(Node::Cond { pred, then_graph, else_graph, operands }, 1)[0];
-                pool.push(out);
-                self.feature("cond");
+                // The then-branch records its side ops; the else-branch replays them.
+                let mut ts: Vec<Template> = Vec::new();
+                let mut rec = (place == Place::Top).then_some(&mut ts);
+                let then_graph = self.graph(ins.clone(), depth + 1, Place::Cond, 1, &mut rec);
+                let mut else_graph = self.graph(ins, depth + 1, Place::Cond, 1, &mut None);
+                if !ts.is_empty() {
+                    replay(&mut else_graph, &ts, &self.modules);
+                    self.feature(Feature::SideInCond);
+                }
+                let outs = b.node(Node::Cond { pred, then_graph, else_graph, operands }, 1 + ts.len());
+                p.s.push(outs[0]);
+                self.hand_on(b, place, p, &outs[1..]);
+                self.feature(Feature::Cond);
             }
             1 => {
-                let extra = self.chance(50);
                 let mut ins = vec![s.clone()];
                 let mut args = Vec::new();
-                if extra {
+                if !p.s.is_empty() && self.chance(50) {
                     ins.push(s.clone());
-                    args.push(x);
+                    args.push(self.from(p, Pool::S));
                 }
-                let body = self.graph(ins, depth + 1, Place::Map, 1, false);
-                let out = b.node(Node::Map { body, xs: stack.unwrap_or(x), args }, 1)[0];
-                side.push(out);
-                self.feature("map");
+                let body = self.graph(ins, depth + 1, Place::Map, 1, &mut None);
+                let xs = p.stack.unwrap_or_default();
+                let out = b.node(Node::Map { body, xs, args }, 1)[0];
+                self.hand_on(b, place, p, &[out]);
+                self.feature(Feature::Map);
             }
             3 => {
                 // while i < 2 * r: i += step; x = body(x), with i starting at r.
+                let x = self.from(p, Pool::S);
                 let i0 = b.op(Op::SymSize { dim: 0 }, &[x]);
-                self.feature("op:sym_size");
                 let mut cb = GraphBuilder::new(vec![], vec![ValueType::Int, s.clone()]);
                 let r1 = cb.op(Op::SymSize { dim: 0 }, &[cb.input(1)]);
                 let limit = cb.op(Op::ScalarAdd, &[r1, r1]);
                 let lt = cb.op(Op::ScalarLt, &[cb.input(0), limit]);
                 let cond = cb.finish(&[lt]);
-                let mut body = self.graph(vec![ValueType::Int, s.clone()], depth + 1, Place::While, 1, false);
-                // Append `i + step` to the generated body: step = 1 (from the [1] constant) or r.
+                let mut body = self.graph(vec![ValueType::Int, s.clone()], depth + 1, Place::While, 1, &mut None);
+                // Append `i + step` to the generated body: step = 1 (a size of the [1] constant) or r.
                 let mut next = crate::ir::infer::graph_types(&body, &self.modules, "while body").map_or(0, |t| t.len());
                 let n_consts = body.constants.len();
                 let step_src = if n_consts > ONE { ONE } else { n_consts + 1 };
@@ -427,66 +580,200 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 let x_out = body.outputs[0];
                 body.outputs = vec![next, x_out];
                 let outs = b.node(Node::While { cond, body, carried: vec![i0, x], max_iterations: 64 }, 2);
-                pool.push(outs[1]);
-                self.feature("while");
+                p.s.push(outs[1]);
+                self.feature(Feature::While);
             }
             _ => {
-                let body = self.graph(vec![s.clone(), s], depth + 1, Place::Scan, 2, false);
-                let outs = b.node(Node::Scan { body, init: vec![x], xs: vec![stack.unwrap_or(x)] }, 2);
-                pool.push(outs[0]);
-                side.push(outs[1]);
-                self.feature("scan");
+                let x = self.from(p, Pool::S);
+                // At the top level the body's side results become extra stacked outputs.
+                let mut ts = Vec::new();
+                let mut rec = (place == Place::Top).then_some(&mut ts);
+                let body = self.graph(vec![s.clone(), s], depth + 1, Place::Scan, 2, &mut rec);
+                let n_out = body.outputs.len();
+                if n_out > 2 {
+                    self.feature(Feature::SideInScan);
+                }
+                let xs = p.stack.unwrap_or_default();
+                let outs = b.node(Node::Scan { body, init: vec![x], xs: vec![xs] }, n_out);
+                p.s.push(outs[0]);
+                self.hand_on(b, place, p, &outs[1..]);
+                self.feature(Feature::Scan);
             }
         }
     }
 
-    fn module(&mut self) -> LoweredModule {
+    /// Results a control-flow node produced besides its main one: kept as side outputs at the
+    /// top level; elsewhere a stacked `[n, r, c]` result comes back as an S row and others are
+    /// dropped (the generator only makes them at the top level).
+    fn hand_on(&mut self, b: &mut GraphBuilder, place: Place, p: &mut Pools, outs: &[Ref]) {
+        if place == Place::Top {
+            p.side.extend(outs);
+            return;
+        }
+        if let Some(first) = outs.first() {
+            p.s.push(b.op(Op::SelectCopy { dim: 0, index: 0 }, &[*first]));
+        }
+    }
+
+    fn module(&mut self) -> (LoweredModule, ModuleInfo) {
         let mut flavors = vec![Flavor::Demo];
-        if self.cfg.features.argkeep {
+        if self.on(Switch::Argkeep) {
             flavors.push(Flavor::ArgKeep);
         }
-        if self.cfg.features.scratch {
+        if self.on(Switch::Scratch) {
             flavors.push(Flavor::Scratch);
         }
         let flavor = flavors[self.pick(flavors.len())];
+        let input = if self.on(Switch::DynamicShapes) && self.chance(30) { Pool::D } else { Pool::S };
         let n_in = 1 + self.pick(2);
-        let saved = (self.cfg.features.calls, self.cfg.max_depth);
-        // A lowered module holds CPU ops only: generate with calls and control flow off.
+        let multi = self.chance(30);
+        // A lowered module holds CPU ops only.
         let g = {
             let mut cfg = self.cfg.clone();
-            cfg.features.calls = false;
-            cfg.max_depth = 0;
             cfg.max_nodes = cfg.max_nodes.min(3);
-            cfg.features.side_ops = false;
-            let mut sub = Ctx::new(self.u, &cfg, self.r, self.c, self.n);
-            let g = sub.graph(vec![sub.s(); n_in], 0, Place::Top, 1, false);
-            self.features.extend(sub.features);
+            cfg.features.set(Switch::SideOps, self.on(Switch::SideOps) && multi);
+            let mut sub = self.sub(&cfg);
+            let ins = vec![sub.ty(input); n_in];
+            let g = sub.graph(ins, 0, Place::Module, 1, &mut None);
+            let f = std::mem::take(&mut sub.features);
+            self.features.extend(f);
             g
         };
-        let _ = saved;
+        let extra_outputs = g.outputs.len() - 1;
         let n_specs = self.pick(3);
         let specs: Vec<(String, Vec<u8>)> = (0..n_specs).map(|i| (format!("k{i}"), vec![self.pick(4) as u8])).collect();
         // The graph type-checks by construction, so preprocess cannot fail; fall back to an
         // identity-like module if it ever did.
-        lower(flavor, g, specs).unwrap_or_else(|_| {
-            let mut b = GraphBuilder::new(vec![], vec![self.s()]);
+        let m = lower(flavor, g, specs, self.fault).unwrap_or_else(|_| {
+            let mut b = GraphBuilder::new(vec![], vec![self.ty(Pool::S)]);
             let r = b.op(Op::Relu, &[b.input(0)]);
-            lower(Flavor::Demo, b.finish(&[r]), vec![]).unwrap_or_else(|e| unreachable!("relu module: {e}"))
-        })
+            lower(Flavor::Demo, b.finish(&[r]), vec![], None).unwrap_or_else(|e| unreachable!("relu module: {e}"))
+        });
+        let extra_outputs = if m.graph.outputs.len() == 1 { 0 } else { extra_outputs };
+        let input = if m.graph.inputs.first() == Some(&self.ty(Pool::D)) { Pool::D } else { Pool::S };
+        (m, ModuleInfo { input, extra_outputs, partition: false })
+    }
+
+    /// A context for a sub-generation (module bodies) sharing the byte stream.
+    fn sub<'s>(&'s mut self, cfg: &'s GenConfig) -> Ctx<'s, 's, 'a> {
+        Ctx {
+            u: &mut *self.u,
+            cfg,
+            fault: self.fault,
+            r: self.r,
+            c: self.c,
+            n: self.n,
+            modules: Vec::new(),
+            info: Vec::new(),
+            clones: Vec::new(),
+            features: BTreeSet::new(),
+            calls: BTreeMap::new(),
+            last_call: None,
+            users: BTreeMap::new(),
+            method: 0,
+            partitions: Vec::new(),
+        }
+    }
+
+    /// A multi-function partition for the current method: an S -> S graph of CPU ops, called
+    /// once at the top level; its module is filled in by the export after all methods exist.
+    fn partition(&mut self, b: &mut GraphBuilder, p: &mut Pools) {
+        if p.s.is_empty() {
+            return;
+        }
+        let g = {
+            let mut cfg = self.cfg.clone();
+            cfg.max_nodes = cfg.max_nodes.min(3);
+            cfg.features.set(Switch::SideOps, false);
+            let mut sub = self.sub(&cfg);
+            let s = sub.ty(Pool::S);
+            sub.graph(vec![s], 0, Place::Module, 1, &mut None)
+        };
+        let slot = self.modules.len();
+        self.modules.push(LoweredModule {
+            backend: multifn::ID.into(),
+            graph: g,
+            processed: vec![],
+            compile_specs: vec![],
+            share_handle_across_calls: false,
+            scratch_specs: vec![],
+        });
+        self.info.push(ModuleInfo { input: Pool::S, extra_outputs: 0, partition: true });
+        self.partitions.push((self.method, slot));
+        self.call_module(b, slot, Place::Top, p);
     }
 }
 
-/// Generates one valid program.
-pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>) -> Generated {
+/// Applies a side op to `x` (and `y` or the index constant).
+fn apply(b: &mut GraphBuilder, t: &Template, x: Ref, y: Ref) -> Ref {
+    let args = if t.with_idx {
+        vec![x, b.constant(IDX)]
+    } else if t.twice {
+        vec![x, y]
+    } else {
+        vec![x]
+    };
+    let v = b.op(t.op.clone(), &args);
+    if t.relu_after {
+        b.op(Op::Relu, &[v])
+    } else {
+        v
+    }
+}
+
+/// Appends the side ops of `ts` to `g` (on its first S-typed value) as extra outputs, so it
+/// returns the same types as the branch that recorded them.
+fn replay(g: &mut Graph, ts: &[Template], modules: &[LoweredModule]) {
+    let n_consts = g.constants.len();
+    let x = g.outputs[0];
+    let mut next = crate::ir::infer::graph_types(g, modules, "branch").map_or(0, |t| t.len());
+    for t in ts {
+        let args = if t.with_idx {
+            vec![x, IDX.min(n_consts.saturating_sub(1))]
+        } else if t.twice {
+            vec![x, x]
+        } else {
+            vec![x]
+        };
+        g.nodes.push(Node::Op { op: t.op.clone(), args });
+        let mut out = next;
+        next += 1;
+        if t.relu_after {
+            g.nodes.push(Node::Op { op: Op::Relu, args: vec![out] });
+            out = next;
+            next += 1;
+        }
+        g.outputs.push(out);
+    }
+}
+
+/// Generates one valid case (`fault`: a seeded preprocess bug the lowering exhibits, or `None`).
+pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>) -> Generated {
     let r = u.int_in_range(1..=3usize).unwrap_or(2);
     let c = u.int_in_range(1..=4usize).unwrap_or(2);
     let n = u.int_in_range(1..=3usize).unwrap_or(2);
-    let mut ctx = Ctx::new(u, cfg, r, c, n);
-    if cfg.features.calls {
+    let mut ctx = Ctx {
+        u,
+        cfg,
+        fault,
+        r,
+        c,
+        n,
+        modules: Vec::new(),
+        info: Vec::new(),
+        clones: Vec::new(),
+        features: BTreeSet::new(),
+        calls: BTreeMap::new(),
+        last_call: None,
+        users: BTreeMap::new(),
+        method: 0,
+        partitions: Vec::new(),
+    };
+    if ctx.on(Switch::Calls) {
         let k = 1 + ctx.pick(cfg.max_modules.max(1));
         for _ in 0..k {
             let existing = ctx.modules.len();
-            if cfg.features.identical_partitions && existing > 0 && ctx.chance(35) {
+            if ctx.on(Switch::IdenticalPartitions) && existing > 0 && ctx.chance(35) {
                 let orig = ctx.pick(existing);
                 let mut m = ctx.modules[orig].clone();
                 let same = ctx.chance(50);
@@ -494,14 +781,18 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>) -> Generated {
                     m.compile_specs.push(("variant".into(), crate::ir::HexBytes(vec![1 + ctx.pick(3) as u8])));
                 }
                 ctx.clones.push((ctx.modules.len(), orig, same));
+                let info = ctx.info[orig].clone();
                 ctx.modules.push(m);
+                ctx.info.push(info);
             } else {
-                let m = ctx.module();
+                let (m, info) = ctx.module();
                 ctx.modules.push(m);
+                ctx.info.push(info);
             }
         }
     }
-    let max_m = if cfg.features.multi_method { cfg.max_methods.max(1) } else { 1 };
+    let multifunction = ctx.on(Switch::Calls) && ctx.on(Switch::Multifunction) && ctx.chance(30);
+    let max_m = if ctx.on(Switch::MultiMethod) { cfg.max_methods.max(1) } else { 1 };
     let min_m = cfg.min_methods.clamp(1, max_m);
     let n_methods = min_m + ctx.pick(max_m - min_m + 1);
     let mut methods = Vec::new();
@@ -511,52 +802,133 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>) -> Generated {
         ctx.method = mi;
         ctx.calls.clear();
         ctx.last_call = None;
-        let s = ctx.s();
+        let s = ctx.ty(Pool::S);
         let mut inputs = vec![s.clone()];
         if ctx.chance(50) {
             inputs.push(s.clone());
         }
-        if cfg.features.map || cfg.features.scan {
+        if ctx.on(Switch::Map) || ctx.on(Switch::Scan) {
             inputs.push(ValueType::tensor(Dtype::F32, vec![ctx.n, ctx.r, ctx.c]));
         }
-        let g = ctx.graph(inputs, 0, Place::Top, 1, true);
+        if ctx.on(Switch::DynamicShapes) && ctx.chance(50) {
+            inputs.push(ctx.ty(Pool::D));
+            ctx.feature(Feature::DynamicInput);
+        }
+        if ctx.on(Switch::IntTensors) && ctx.chance(50) {
+            inputs.push(ctx.ty(Pool::I));
+            ctx.feature(Feature::IntTensors);
+        }
+        let mut g = ctx.graph(inputs, 0, Place::Top, 1, &mut None);
+        if multifunction {
+            // Partitions (1 or 2) called in sequence on the method's main output.
+            let n_parts = 1 + ctx.pick(2);
+            let types = crate::ir::infer::graph_types(&g, &ctx.modules, "method").unwrap_or_default();
+            if let Some(o) = g.outputs.first().copied().filter(|o| types.get(*o) == Some(&s)) {
+                let outs = g.outputs.clone();
+                let mut b = GraphBuilder::resume(g, types.len());
+                let mut p = Pools { s: vec![o], ..Pools::default() };
+                for _ in 0..n_parts {
+                    ctx.partition(&mut b, &mut p);
+                }
+                let mut outs = outs;
+                outs.extend(p.s.last().filter(|l| **l != o));
+                g = b.finish(&outs);
+            }
+        }
         for (m, count) in &ctx.calls {
             match ctx.modules[*m].backend.as_str() {
                 "scratch" => scratch_counts.push(*count),
                 "argkeep" => argkeep_counts.push(*count),
                 _ => {}
             }
-            if ctx.modules[*m].share_handle_across_calls {
-                ctx.features.insert("opted_in".into());
+            if ctx.info[*m].partition {
+                continue;
+            }
+            ctx.features.insert(if ctx.modules[*m].share_handle_across_calls {
+                Feature::OptedIn
             } else {
-                ctx.features.insert("not_opted_in".into());
+                Feature::NotOptedIn
+            });
+            if ctx.info[*m].extra_outputs > 0 {
+                ctx.features.insert(Feature::ModuleMultiOutput);
+            }
+            if ctx.info[*m].input == Pool::D {
+                ctx.features.insert(Feature::DynamicModule);
             }
         }
         let name = if mi == 0 { "forward".to_string() } else { format!("method{mi}") };
         methods.push(IrMethod { name, graph: g });
     }
+    let mut named_data = Vec::new();
+    let mut share_models = false;
+    if !ctx.partitions.is_empty() {
+        let on = ctx.chance(75);
+        let specs = if on { vec![(MULTIFUNCTION_SPEC.to_string(), vec![1u8])] } else { vec![] };
+        let parts: Vec<MethodPartitions> = methods
+            .iter()
+            .enumerate()
+            .map(|(mi, m)| MethodPartitions {
+                method: m.name.clone(),
+                partitions: ctx
+                    .partitions
+                    .iter()
+                    .filter(|(pm, _)| *pm == mi)
+                    .map(|(_, slot)| (ctx.modules[*slot].graph.clone(), specs.clone()))
+                    .collect(),
+            })
+            .collect();
+        match multifn::export(&parts) {
+            Ok((modules, named)) => {
+                let slots: Vec<usize> = (0..methods.len())
+                    .flat_map(|mi| ctx.partitions.iter().filter(move |(pm, _)| *pm == mi).map(|(_, s)| *s))
+                    .collect();
+                for (slot, m) in slots.into_iter().zip(modules) {
+                    ctx.modules[slot] = m;
+                }
+                named_data = named;
+                share_models = on && ctx.chance(75);
+                ctx.feature(if share_models { Feature::MultifunctionShared } else { Feature::MultifunctionSeparate });
+            }
+            Err(e) => unreachable!("partitions of one config export: {e}"),
+        }
+    }
     if n_methods > 1 {
-        ctx.feature("multi_method");
+        ctx.feature(Feature::MultiMethod);
     }
     for c in scratch_counts {
-        ctx.feature(if c >= 2 { "scratch_called_twice" } else { "scratch_called_once" });
+        ctx.feature(if c >= 2 { Feature::ScratchCalledTwice } else { Feature::ScratchCalledOnce });
     }
     if argkeep_counts.iter().any(|c| *c >= 2) {
-        ctx.feature("argkeep_called_twice");
+        ctx.feature(Feature::ArgkeepCalledTwice);
     }
-    if ctx.users.values().any(|u| u.len() > 1) {
-        ctx.feature("module_shared_across_methods");
+    if ctx.users.iter().any(|(m, u)| u.len() > 1 && !ctx.info[*m].partition) {
+        ctx.feature(Feature::ModuleSharedAcrossMethods);
     }
     for (clone, orig, same) in ctx.clones.clone() {
         if ctx.users.contains_key(&clone) && ctx.users.contains_key(&orig) {
-            ctx.feature(if same { "identical_partitions_same_specs" } else { "identical_partitions_diff_specs" });
+            ctx.feature(if same {
+                Feature::IdenticalPartitionsSameSpecs
+            } else {
+                Feature::IdenticalPartitionsDiffSpecs
+            });
         }
     }
-    let program = IrProgram { methods, modules: ctx.modules, named_data: vec![] };
-    Generated { program, features: ctx.features }
+    let inline_blobs = ctx.on(Switch::InlineBlobs) && ctx.chance(25);
+    if inline_blobs && !ctx.modules.is_empty() {
+        ctx.feature(Feature::InlineBlobs);
+    }
+    let program = IrProgram { methods, modules: ctx.modules, named_data };
+    let inputs = program.methods.iter().map(|m| (m.name.clone(), draw_inputs(&m.graph, ctx.u))).collect();
+    let observed = observe(&program);
+    let mut features: BTreeSet<String> = ctx.features.iter().map(|f| f.name().to_string()).collect();
+    features.extend(observed.ops.iter().map(|o| o.feature()));
+    if observed.view_freed {
+        features.insert(Feature::ViewFreed.name().to_string());
+    }
+    Generated { program, inputs, run: RunChoices { inline_blobs, share_models }, features }
 }
 
 /// Generates from raw bytes (for fuzzers and proptest).
 pub fn generate_from_bytes(cfg: &GenConfig, bytes: &[u8]) -> Generated {
-    generate(cfg, &mut Unstructured::new(bytes))
+    generate(cfg, &mut Unstructured::new(bytes), None)
 }

@@ -1,10 +1,15 @@
-//! Program generators: `GenConfig` (limits and switches, itself `Arbitrary` for swarm testing),
-//! a total generator of valid IR programs from `arbitrary` bytes, and the built-in examples.
-//! Builds IR with the backends' preprocess; may not touch emission or the runtime.
+//! Program generators: the vocabulary of switches and features, `GenConfig` (limits and
+//! switches, with the swarm draw), a total generator of valid cases from `arbitrary` bytes
+//! (program, inputs, run choices), what a case is observed to exercise, and the built-in
+//! examples. Builds IR with the backends' preprocess; may not touch emission or the runtime.
 
 pub mod config;
 pub mod examples;
+pub mod features;
 pub mod generate;
+pub mod inputs;
+pub mod observe;
 
-pub use config::{Features, GenConfig};
-pub use generate::{generate, generate_from_bytes, Generated, FEATURES};
+pub use config::GenConfig;
+pub use features::{feature_names, Feature, Switch, Switches};
+pub use generate::{generate, generate_from_bytes, Generated, RunChoices};

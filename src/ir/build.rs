@@ -16,6 +16,12 @@ impl GraphBuilder {
         GraphBuilder { g: Graph { constants, inputs, nodes: Vec::new(), outputs: Vec::new() }, next }
     }
 
+    /// Continues a finished graph whose refs run up to `next` (its constants, inputs and node
+    /// outputs); its outputs are set again by [`GraphBuilder::finish`].
+    pub fn resume(g: Graph, next: Ref) -> Self {
+        GraphBuilder { g, next }
+    }
+
     /// Ref of input `i`.
     pub fn input(&self, i: usize) -> Ref {
         self.g.constants.len() + i

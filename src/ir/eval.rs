@@ -1,27 +1,72 @@
 //! Eager interpreter of the IR: the output oracle. Lowered modules are evaluated from their own
-//! sub-graph (never from processed bytes). float32 results are rounded to f32 after every op and
-//! reductions accumulate in f32 in index order — the portable kernels' arithmetic — so a correct
-//! emitter + runtime reproduces these outputs bit for bit.
+//! sub-graph (never from processed bytes) and every call is recorded with its inputs and
+//! outputs. Arithmetic follows what ExecuTorch's portable kernels compute, written here on its
+//! own (nothing is shared with `runtime::kernels`): float32 ops in f32, products summed in f32
+//! in index order, int64 arithmetic wrapping in two's complement, NaN propagating.
 
 use super::infer::{broadcast, err, norm_dim, IrError};
 use super::*;
 
+/// Elements of a tensor, typed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Data {
+    /// float32.
+    F32(Vec<f32>),
+    /// int64.
+    I64(Vec<i64>),
+    /// bool.
+    Bool(Vec<bool>),
+}
+
 /// An IR tensor value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Tens {
-    /// Element type.
-    pub dtype: Dtype,
+pub struct Tensor {
     /// Shape.
     pub shape: Vec<usize>,
-    /// Row-major values (f32 values are exactly representable; bool as 0/1).
-    pub data: Vec<f64>,
+    /// Row-major elements.
+    pub data: Data,
+}
+
+impl Tensor {
+    /// Element type.
+    pub fn dtype(&self) -> Dtype {
+        match self.data {
+            Data::F32(_) => Dtype::F32,
+            Data::I64(_) => Dtype::I64,
+            Data::Bool(_) => Dtype::Bool,
+        }
+    }
+
+    /// Number of elements held.
+    pub fn len(&self) -> usize {
+        match &self.data {
+            Data::F32(v) => v.len(),
+            Data::I64(v) => v.len(),
+            Data::Bool(v) => v.len(),
+        }
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The same shape with elements picked from `self` by flat index.
+    fn gather(&self, shape: Vec<usize>, idx: &[usize]) -> Tensor {
+        let data = match &self.data {
+            Data::F32(v) => Data::F32(idx.iter().map(|i| v[*i]).collect()),
+            Data::I64(v) => Data::I64(idx.iter().map(|i| v[*i]).collect()),
+            Data::Bool(v) => Data::Bool(idx.iter().map(|i| v[*i]).collect()),
+        };
+        Tensor { shape, data }
+    }
 }
 
 /// An IR value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Val {
     /// Tensor.
-    Tensor(Tens),
+    Tensor(Tensor),
     /// Int scalar.
     Int(i64),
     /// Bool scalar.
@@ -30,27 +75,18 @@ pub enum Val {
     Double(f64),
 }
 
-impl Val {
-    /// Bitwise equality (NaN equals NaN of the same bits).
-    pub fn same(&self, other: &Val) -> bool {
-        match (self, other) {
-            (Val::Tensor(a), Val::Tensor(b)) => {
-                a.dtype == b.dtype
-                    && a.shape == b.shape
-                    && a.data.iter().zip(&b.data).all(|(x, y)| x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan())
-            }
-            (Val::Double(a), Val::Double(b)) => a.to_bits() == b.to_bits(),
-            (a, b) => a == b,
-        }
-    }
-}
-
-fn round(dtype: Dtype, v: f64) -> f64 {
-    match dtype {
-        Dtype::F32 => v as f32 as f64,
-        Dtype::I64 => v,
-        Dtype::Bool => (v != 0.0) as i64 as f64,
-    }
+/// One call of a lowered module, as the interpreter made it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallRecord {
+    /// Static call site: index of the Call node in the method's pre-order walk (sub-graphs in
+    /// place), which is the order the emitter emits DelegateCalls in.
+    pub site: usize,
+    /// Module index.
+    pub module: usize,
+    /// The call's inputs.
+    pub inputs: Vec<Val>,
+    /// The module's outputs.
+    pub outputs: Vec<Val>,
 }
 
 fn strides(s: &[usize]) -> Vec<usize> {
@@ -67,6 +103,7 @@ fn split_at_dim(shape: &[usize], d: usize) -> (usize, usize, usize) {
     (shape[..d].iter().product(), shape[d], shape[d + 1..].iter().product())
 }
 
+/// For each element of the broadcast shape `out`, the flat index of the element of `inp`.
 fn bmap(out: &[usize], inp: &[usize]) -> Vec<usize> {
     let n: usize = out.iter().product();
     let st = strides(inp);
@@ -74,20 +111,12 @@ fn bmap(out: &[usize], inp: &[usize]) -> Vec<usize> {
     let ost = strides(out);
     (0..n)
         .map(|flat| {
-            let mut idx = 0;
-            for d in off..out.len() {
-                let i = (flat / ost[d]) % out[d];
-                let k = d - off;
-                if inp[k] != 1 {
-                    idx += i * st[k];
-                }
-            }
-            idx
+            (off..out.len()).filter(|d| inp[d - off] != 1).map(|d| ((flat / ost[d]) % out[d]) * st[d - off]).sum()
         })
         .collect()
 }
 
-fn t<'v>(v: &'v Val, path: &str) -> Result<&'v Tens, IrError> {
+fn t<'v>(v: &'v Val, path: &str) -> Result<&'v Tensor, IrError> {
     match v {
         Val::Tensor(t) => Ok(t),
         other => Err(err(path, format!("expected a tensor, got {other:?}"))),
@@ -101,168 +130,241 @@ fn int(v: &Val, path: &str) -> Result<i64, IrError> {
     }
 }
 
-fn binary(a: &Tens, b: &Tens, path: &str, f: impl Fn(f64, f64) -> f64) -> Result<Val, IrError> {
-    let shape = broadcast(&a.shape, &b.shape).ok_or_else(|| err(path, "shapes do not broadcast"))?;
-    let (ma, mb) = (bmap(&shape, &a.shape), bmap(&shape, &b.shape));
-    let data = ma.iter().zip(&mb).map(|(x, y)| round(a.dtype, f(a.data[*x], b.data[*y]))).collect();
-    Ok(Val::Tensor(Tens { dtype: a.dtype, shape, data }))
+fn f32s<'v>(x: &'v Tensor, path: &str) -> Result<&'v [f32], IrError> {
+    match &x.data {
+        Data::F32(v) => Ok(v),
+        _ => Err(err(path, format!("expected float32, got {:?}", x.dtype()))),
+    }
 }
 
-fn matmul(x: &Tens, w: &Tens, w_transposed: bool, bias: Option<&Tens>, path: &str) -> Result<Val, IrError> {
+/// Elementwise binary op with broadcasting; f32 and i64 variants of the operation.
+fn binary(
+    a: &Tensor,
+    b: &Tensor,
+    path: &str,
+    ff: impl Fn(f32, f32) -> f32,
+    fi: impl Fn(i64, i64) -> i64,
+) -> Result<Val, IrError> {
+    let shape = broadcast(&a.shape, &b.shape).ok_or_else(|| err(path, "shapes do not broadcast"))?;
+    let (ma, mb) = (bmap(&shape, &a.shape), bmap(&shape, &b.shape));
+    let data = match (&a.data, &b.data) {
+        (Data::F32(x), Data::F32(y)) => Data::F32(ma.iter().zip(&mb).map(|(i, j)| ff(x[*i], y[*j])).collect()),
+        (Data::I64(x), Data::I64(y)) => Data::I64(ma.iter().zip(&mb).map(|(i, j)| fi(x[*i], y[*j])).collect()),
+        _ => return Err(err(path, format!("operands {:?} and {:?}", a.dtype(), b.dtype()))),
+    };
+    Ok(Val::Tensor(Tensor { shape, data }))
+}
+
+/// Elementwise comparison with broadcasting.
+fn compare(a: &Tensor, b: &Tensor, path: &str, ord: impl Fn(std::cmp::Ordering) -> bool) -> Result<Val, IrError> {
+    let shape = broadcast(&a.shape, &b.shape).ok_or_else(|| err(path, "shapes do not broadcast"))?;
+    let (ma, mb) = (bmap(&shape, &a.shape), bmap(&shape, &b.shape));
+    let data: Vec<bool> = match (&a.data, &b.data) {
+        // A comparison with NaN is false.
+        (Data::F32(x), Data::F32(y)) => {
+            ma.iter().zip(&mb).map(|(i, j)| x[*i].partial_cmp(&y[*j]).is_some_and(&ord)).collect()
+        }
+        (Data::I64(x), Data::I64(y)) => ma.iter().zip(&mb).map(|(i, j)| ord(x[*i].cmp(&y[*j]))).collect(),
+        _ => return Err(err(path, format!("operands {:?} and {:?}", a.dtype(), b.dtype()))),
+    };
+    Ok(Val::Tensor(Tensor { shape, data: Data::Bool(data) }))
+}
+
+fn unary_f32(x: &Tensor, path: &str, f: impl Fn(f32) -> f32) -> Result<Val, IrError> {
+    let v = f32s(x, path)?;
+    Ok(Val::Tensor(Tensor { shape: x.shape.clone(), data: Data::F32(v.iter().map(|e| f(*e)).collect()) }))
+}
+
+/// `bias + x @ w` (or `x @ w.T` when `w_transposed`), products summed in f32 in k order
+/// starting from 0, then the bias added.
+fn matmul(x: &Tensor, w: &Tensor, w_transposed: bool, bias: Option<&Tensor>, path: &str) -> Result<Val, IrError> {
     if x.shape.len() != 2 || w.shape.len() != 2 {
         return Err(err(path, format!("matmul needs 2-d operands, got {:?} and {:?}", x.shape, w.shape)));
     }
+    let (xv, wv) = (f32s(x, path)?, f32s(w, path)?);
     let (n, k) = (x.shape[0], x.shape[1]);
     let (k2, m) = if w_transposed { (w.shape[1], w.shape[0]) } else { (w.shape[0], w.shape[1]) };
     if k != k2 {
         return Err(err(path, format!("matmul inner dimensions differ: {:?} and {:?}", x.shape, w.shape)));
     }
-    if let Some(b) = bias {
-        if broadcast(&b.shape, &[n, m]).as_deref() != Some(&[n, m][..]) {
-            return Err(err(path, format!("bias {:?} does not broadcast to [{n}, {m}]", b.shape)));
-        }
-    }
     let out = vec![n, m];
-    let bm = bias.map(|b| bmap(&out, &b.shape));
+    let bias = match bias {
+        Some(b) => {
+            if broadcast(&b.shape, &out).as_deref() != Some(&out[..]) {
+                return Err(err(path, format!("bias {:?} does not broadcast to [{n}, {m}]", b.shape)));
+            }
+            let bv = f32s(b, path)?;
+            Some(bmap(&out, &b.shape).into_iter().map(|i| bv[i]).collect::<Vec<f32>>())
+        }
+        None => None,
+    };
     let mut data = Vec::with_capacity(n * m);
     for i in 0..n {
         for j in 0..m {
             let mut acc = 0f32;
             for p in 0..k {
-                let wv = if w_transposed { w.data[j * k + p] } else { w.data[p * m + j] };
-                acc += x.data[i * k + p] as f32 * wv as f32;
+                let wpj = if w_transposed { wv[j * k + p] } else { wv[p * m + j] };
+                acc += xv[i * k + p] * wpj;
             }
-            let v = match (bias, &bm) {
-                (Some(b), Some(map)) => acc + b.data[map[i * m + j]] as f32,
-                _ => acc,
-            };
-            data.push(v as f64);
+            data.push(match &bias {
+                Some(b) => acc + b[i * m + j],
+                None => acc,
+            });
         }
     }
-    if data.len() != n * m {
-        return Err(err(path, "matmul shape"));
-    }
-    Ok(Val::Tensor(Tens { dtype: Dtype::F32, shape: out, data }))
+    Ok(Val::Tensor(Tensor { shape: out, data: Data::F32(data) }))
+}
+
+fn select(x: &Tensor, d: usize, idx: usize) -> Tensor {
+    let (outer, size, inner) = split_at_dim(&x.shape, d);
+    let map: Vec<usize> =
+        (0..outer).flat_map(|o| (0..inner).map(move |i| o * size * inner + idx * inner + i)).collect();
+    let mut shape = x.shape.clone();
+    shape.remove(d);
+    x.gather(shape, &map)
+}
+
+fn dim(d: i64, rank: usize, path: &str) -> Result<usize, IrError> {
+    norm_dim(d, rank).ok_or_else(|| err(path, format!("dim {d} out of range for rank {rank}")))
+}
+
+/// Python floor division of ints; `None` on division by zero or overflow.
+fn floordiv(x: i64, y: i64) -> Option<i64> {
+    let q = x.checked_div(y)?;
+    let r = x.checked_rem(y)?;
+    Some(if r != 0 && ((r < 0) != (y < 0)) { q - 1 } else { q })
 }
 
 /// Evaluates one op.
 pub fn eval_op(op: &Op, a: &[&Val], path: &str) -> Result<Val, IrError> {
     use Op::*;
     Ok(match op {
-        Add => binary(t(a[0], path)?, t(a[1], path)?, path, |x, y| x + y)?,
-        Sub => binary(t(a[0], path)?, t(a[1], path)?, path, |x, y| x - y)?,
-        Mul => binary(t(a[0], path)?, t(a[1], path)?, path, |x, y| x * y)?,
-        Relu | Sin | Cos => {
-            let x = t(a[0], path)?;
-            let f = |v: f64| match op {
-                Relu => {
-                    if v > 0.0 || v.is_nan() {
-                        v
-                    } else {
-                        0.0
-                    }
-                }
-                Sin => (v as f32).sin() as f64,
-                _ => (v as f32).cos() as f64,
-            };
-            Val::Tensor(Tens {
-                dtype: x.dtype,
-                shape: x.shape.clone(),
-                data: x.data.iter().map(|v| round(x.dtype, f(*v))).collect(),
-            })
+        Add => binary(t(a[0], path)?, t(a[1], path)?, path, |x, y| x + y, i64::wrapping_add)?,
+        Sub => binary(t(a[0], path)?, t(a[1], path)?, path, |x, y| x - y, i64::wrapping_sub)?,
+        Mul => binary(t(a[0], path)?, t(a[1], path)?, path, |x, y| x * y, i64::wrapping_mul)?,
+        Div => {
+            let (x, y) = (t(a[0], path)?, t(a[1], path)?);
+            f32s(x, path)?;
+            binary(x, y, path, |p, q| p / q, |_, _| 0)?
         }
+        Relu => {
+            let x = t(a[0], path)?;
+            let data = match &x.data {
+                // `(isnan(v) || v >= 0) ? v : 0`: NaN stays NaN, -0.0 stays -0.0.
+                Data::F32(v) => Data::F32(v.iter().map(|e| if *e >= 0.0 || e.is_nan() { *e } else { 0.0 }).collect()),
+                Data::I64(v) => Data::I64(v.iter().map(|e| (*e).max(0)).collect()),
+                Data::Bool(_) => return Err(err(path, "relu of bool")),
+            };
+            Val::Tensor(Tensor { shape: x.shape.clone(), data })
+        }
+        Sin => unary_f32(t(a[0], path)?, path, f32::sin)?,
+        Cos => unary_f32(t(a[0], path)?, path, f32::cos)?,
         Linear => matmul(t(a[0], path)?, t(a[1], path)?, true, Some(t(a[2], path)?), path)?,
         Addmm => matmul(t(a[1], path)?, t(a[2], path)?, false, Some(t(a[0], path)?), path)?,
         Mm => matmul(t(a[0], path)?, t(a[1], path)?, false, None, path)?,
         PermuteCopy { dims } => {
             let x = t(a[0], path)?;
-            let dims: Vec<usize> = dims
-                .iter()
-                .map(|d| norm_dim(*d, x.shape.len()).ok_or_else(|| err(path, "dim")))
-                .collect::<Result<_, _>>()?;
+            let dims: Vec<usize> = dims.iter().map(|d| dim(*d, x.shape.len(), path)).collect::<Result<_, _>>()?;
             let shape: Vec<usize> = dims.iter().map(|d| x.shape[*d]).collect();
             let (ist, ost) = (strides(&x.shape), strides(&shape));
             let n: usize = shape.iter().product();
-            let data = (0..n)
-                .map(|flat| {
-                    let src: usize = (0..shape.len()).map(|d| ((flat / ost[d]) % shape[d]) * ist[dims[d]]).sum();
-                    x.data[src]
-                })
+            let map: Vec<usize> = (0..n)
+                .map(|flat| (0..shape.len()).map(|d| ((flat / ost[d]) % shape[d]) * ist[dims[d]]).sum())
                 .collect();
-            Val::Tensor(Tens { dtype: x.dtype, shape, data })
+            Val::Tensor(x.gather(shape, &map))
         }
-        Cumsum { dim } => {
+        Cumsum { dim: d } => {
             let x = t(a[0], path)?;
-            let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
+            let d = dim(*d, x.shape.len(), path)?;
             let (outer, size, inner) = split_at_dim(&x.shape, d);
-            let mut data = x.data.clone();
+            let mut out = x.clone();
             for o in 0..outer {
                 for i in 0..inner {
-                    let mut acc = 0f64;
-                    for k in 0..size {
-                        let p = o * size * inner + k * inner + i;
-                        acc = round(x.dtype, acc + data[p]);
-                        data[p] = acc;
+                    let at = |k: usize| o * size * inner + k * inner + i;
+                    match &mut out.data {
+                        Data::F32(v) => {
+                            let mut acc = 0f32;
+                            for k in 0..size {
+                                acc += v[at(k)];
+                                v[at(k)] = acc;
+                            }
+                        }
+                        Data::I64(v) => {
+                            let mut acc = 0i64;
+                            for k in 0..size {
+                                acc = acc.wrapping_add(v[at(k)]);
+                                v[at(k)] = acc;
+                            }
+                        }
+                        Data::Bool(_) => return Err(err(path, "cumsum of bool")),
                     }
                 }
             }
-            Val::Tensor(Tens { dtype: x.dtype, shape: x.shape.clone(), data })
+            Val::Tensor(out)
         }
-        SelectCopy { dim, index } => {
+        SelectCopy { dim: d, index } => {
             let x = t(a[0], path)?;
-            let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
-            let idx = if *index < 0 { index + x.shape[d] as i64 } else { *index } as usize;
-            select(x, d, idx)
+            let d = dim(*d, x.shape.len(), path)?;
+            let n = x.shape[d] as i64;
+            let idx = if *index < 0 { index + n } else { *index };
+            if !(0..n).contains(&idx) {
+                return Err(err(path, format!("index {index} out of range for size {n}")));
+            }
+            Val::Tensor(select(x, d, idx as usize))
         }
-        IndexSelect { dim } => {
-            let x = t(a[0], path)?;
-            let ix = t(a[1], path)?;
-            let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
+        IndexSelect { dim: d } => {
+            let (x, ix) = (t(a[0], path)?, t(a[1], path)?);
+            let Data::I64(ixv) = &ix.data else { return Err(err(path, "index must be int64")) };
+            let d = dim(*d, x.shape.len(), path)?;
             let (outer, size, inner) = split_at_dim(&x.shape, d);
-            let mut data = Vec::new();
+            let mut map = Vec::with_capacity(outer * ixv.len() * inner);
             for o in 0..outer {
-                for &k in &ix.data {
-                    let k = k as i64;
-                    if k < 0 || k as usize >= size {
-                        return Err(err(path, format!("index {k} out of range for size {size}")));
-                    }
-                    for i in 0..inner {
-                        data.push(x.data[o * size * inner + k as usize * inner + i]);
-                    }
+                for &k in ixv {
+                    let k = usize::try_from(k)
+                        .ok()
+                        .filter(|k| *k < size)
+                        .ok_or_else(|| err(path, format!("index {k} out of range for size {size}")))?;
+                    map.extend((0..inner).map(|i| o * size * inner + k * inner + i));
                 }
             }
             let mut shape = x.shape.clone();
-            shape[d] = ix.data.len();
-            Val::Tensor(Tens { dtype: x.dtype, shape, data })
+            shape[d] = ixv.len();
+            Val::Tensor(x.gather(shape, &map))
         }
-        Argmax { dim, keepdim } => {
+        Argmax { dim: d, keepdim } => {
             let x = t(a[0], path)?;
-            let better = |c: f64, b: f64| c.is_nan() && !b.is_nan() || c > b;
-            match dim {
+            // The first maximum wins; NaN is greater than every number (the first NaN wins).
+            let key: Vec<(bool, f64)> = match &x.data {
+                Data::F32(v) => v.iter().map(|e| (e.is_nan(), f64::from(*e))).collect(),
+                Data::I64(v) => v.iter().map(|e| (false, *e as f64)).collect(),
+                Data::Bool(_) => return Err(err(path, "argmax of bool")),
+            };
+            let exact: Option<&Vec<i64>> = match &x.data {
+                Data::I64(v) => Some(v),
+                _ => None,
+            };
+            let better = |c: usize, b: usize| match exact {
+                Some(v) => v[c] > v[b],
+                None => !key[b].0 && (key[c].0 || key[c].1 > key[b].1),
+            };
+            if x.is_empty() {
+                return Err(err(path, "argmax of an empty tensor"));
+            }
+            match d {
                 None => {
-                    let mut best = 0;
-                    for (i, v) in x.data.iter().enumerate() {
-                        if better(*v, x.data[best]) {
-                            best = i;
-                        }
-                    }
+                    let best = (1..x.len()).fold(0, |b, c| if better(c, b) { c } else { b });
                     let shape = if *keepdim { vec![1; x.shape.len()] } else { vec![] };
-                    Val::Tensor(Tens { dtype: Dtype::I64, shape, data: vec![best as f64] })
+                    Val::Tensor(Tensor { shape, data: Data::I64(vec![best as i64]) })
                 }
-                Some(dim) => {
-                    let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
+                Some(d) => {
+                    let d = dim(*d, x.shape.len(), path)?;
                     let (outer, size, inner) = split_at_dim(&x.shape, d);
-                    let mut data = Vec::new();
+                    let mut data = Vec::with_capacity(outer * inner);
                     for o in 0..outer {
                         for i in 0..inner {
-                            let at = |k: usize| x.data[o * size * inner + k * inner + i];
-                            let mut best = 0;
-                            for k in 1..size {
-                                if better(at(k), at(best)) {
-                                    best = k;
-                                }
-                            }
-                            data.push(best as f64);
+                            let at = |k: usize| o * size * inner + k * inner + i;
+                            let best = (1..size).fold(0, |b, c| if better(at(c), at(b)) { c } else { b });
+                            data.push(best as i64);
                         }
                     }
                     let mut shape = x.shape.clone();
@@ -271,204 +373,252 @@ pub fn eval_op(op: &Op, a: &[&Val], path: &str) -> Result<Val, IrError> {
                     } else {
                         shape.remove(d);
                     }
-                    Val::Tensor(Tens { dtype: Dtype::I64, shape, data })
+                    Val::Tensor(Tensor { shape, data: Data::I64(data) })
                 }
             }
         }
         Gt { other } => {
             let x = t(a[0], path)?;
-            Val::Tensor(Tens {
-                dtype: Dtype::Bool,
-                shape: x.shape.clone(),
-                data: x.data.iter().map(|v| (*v > *other) as i64 as f64).collect(),
+            // A float32 tensor compared with a double scalar: in float32, as ExecuTorch's
+            // portable gt.Scalar_out computes it for a float tensor.
+            let s = Tensor { shape: vec![], data: Data::F32(vec![*other as f32]) };
+            compare(x, &s, path, |o| o == std::cmp::Ordering::Greater)?
+        }
+        GtTensor => compare(t(a[0], path)?, t(a[1], path)?, path, |o| o == std::cmp::Ordering::Greater)?,
+        View { shape } => {
+            let x = t(a[0], path)?;
+            let shape: Vec<usize> = shape.iter().map(|s| *s as usize).collect();
+            if shape.iter().product::<usize>() != x.len() {
+                return Err(err(path, format!("view {shape:?} of {} elements", x.len())));
+            }
+            Val::Tensor(Tensor { shape, data: x.data.clone() })
+        }
+        SymSize { dim: d } => {
+            let x = t(a[0], path)?;
+            Val::Int(x.shape[dim(*d, x.shape.len(), path)?] as i64)
+        }
+        ScalarAdd | ScalarSub | ScalarMul | ScalarFloordiv => {
+            let (x, y) = (int(a[0], path)?, int(a[1], path)?);
+            Val::Int(match op {
+                ScalarAdd => x.wrapping_add(y),
+                ScalarSub => x.wrapping_sub(y),
+                ScalarMul => x.wrapping_mul(y),
+                _ => floordiv(x, y).ok_or_else(|| err(path, format!("floordiv {x} // {y}")))?,
             })
         }
-        SymSize { dim } => {
-            let x = t(a[0], path)?;
-            let d = norm_dim(*dim, x.shape.len()).ok_or_else(|| err(path, "dim"))?;
-            Val::Int(x.shape[d] as i64)
-        }
-        ScalarAdd | ScalarSub | ScalarMul | ScalarEq | ScalarLt => {
+        ScalarEq | ScalarLt | ScalarGt | ScalarGe | ScalarLe => {
             let (x, y) = (int(a[0], path)?, int(a[1], path)?);
-            let overflow = || err(path, "integer overflow");
-            match op {
-                ScalarAdd => Val::Int(x.checked_add(y).ok_or_else(overflow)?),
-                ScalarSub => Val::Int(x.checked_sub(y).ok_or_else(overflow)?),
-                ScalarMul => Val::Int(x.checked_mul(y).ok_or_else(overflow)?),
-                ScalarEq => Val::Bool(x == y),
-                _ => Val::Bool(x < y),
-            }
+            Val::Bool(match op {
+                ScalarEq => x == y,
+                ScalarLt => x < y,
+                ScalarGt => x > y,
+                ScalarGe => x >= y,
+                _ => x <= y,
+            })
         }
     })
 }
 
-fn select(x: &Tens, d: usize, idx: usize) -> Val {
-    let (outer, size, inner) = split_at_dim(&x.shape, d);
-    let mut data = Vec::with_capacity(outer * inner);
-    for o in 0..outer {
-        data.extend_from_slice(&x.data[o * size * inner + idx * inner..o * size * inner + idx * inner + inner]);
-    }
-    let mut shape = x.shape.clone();
-    shape.remove(d);
-    Val::Tensor(Tens { dtype: x.dtype, shape, data })
-}
-
 fn stack(rows: Vec<Val>, path: &str) -> Result<Val, IrError> {
-    let mut data = Vec::new();
-    let mut inner: Option<(Dtype, Vec<usize>)> = None;
     let n = rows.len();
+    let mut inner: Option<Vec<usize>> = None;
+    let mut data: Option<Data> = None;
     for r in rows {
-        let r = match r {
-            Val::Tensor(t) => t,
-            other => return Err(err(path, format!("loop output {other:?} is not a tensor"))),
-        };
-        inner.get_or_insert((r.dtype, r.shape.clone()));
-        data.extend(r.data);
-    }
-    let (dtype, s) = inner.ok_or_else(|| err(path, "empty loop"))?;
-    let mut shape = vec![n];
-    shape.extend(s);
-    Ok(Val::Tensor(Tens { dtype, shape, data }))
-}
-
-/// Evaluates a graph on `inputs`.
-pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
-    if inputs.len() != g.inputs.len() {
-        return Err(err(path, format!("{} inputs given, graph takes {}", inputs.len(), g.inputs.len())));
-    }
-    // Values from outside (a backend's argument slots) must have the declared types: static
-    // shapes exactly, dynamic ones the same rank within their bounds.
-    for (i, (v, t)) in inputs.iter().zip(&g.inputs).enumerate() {
-        let fits = match (v, t) {
-            (Val::Tensor(x), ValueType::Tensor { dtype, shape, dynamic }) => {
-                x.dtype == *dtype
-                    && x.data.len() == x.shape.iter().product::<usize>()
-                    && if *dynamic {
-                        x.shape.len() == shape.len() && x.shape.iter().zip(shape).all(|(a, b)| a <= b)
-                    } else {
-                        x.shape == *shape
-                    }
-            }
-            (Val::Int(_), ValueType::Int) | (Val::Bool(_), ValueType::Bool) | (Val::Double(_), ValueType::Double) => {
-                true
-            }
-            _ => false,
-        };
-        if !fits {
-            return Err(err(path, format!("input {i} does not have the declared type {t:?}")));
+        let Val::Tensor(r) = r else { return Err(err(path, "loop output is not a tensor")) };
+        inner.get_or_insert_with(|| r.shape.clone());
+        match (&mut data, r.data) {
+            (None, d) => data = Some(d),
+            (Some(Data::F32(a)), Data::F32(b)) => a.extend(b),
+            (Some(Data::I64(a)), Data::I64(b)) => a.extend(b),
+            (Some(Data::Bool(a)), Data::Bool(b)) => a.extend(b),
+            _ => return Err(err(path, "loop outputs change dtype")),
         }
     }
-    let mut vals: Vec<Val> = g
-        .constants
-        .iter()
-        .map(|c| {
-            Val::Tensor(Tens {
-                dtype: c.dtype,
-                shape: c.shape.clone(),
-                data: c.values.iter().map(|v| round(c.dtype, *v)).collect(),
-            })
-        })
-        .collect();
-    vals.extend(inputs.iter().cloned());
-    for (i, n) in g.nodes.iter().enumerate() {
-        let p = format!("{path}.nodes[{i}]");
-        let get = |r: Ref| vals.get(r).ok_or_else(|| err(&p, format!("ref {r} undefined")));
-        let out: Vec<Val> = match n {
-            Node::Op { op, args } => {
-                let a = args.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>()?;
-                vec![eval_op(op, &a, &p)?]
-            }
-            Node::Call { module, args } => {
-                let m = modules.get(*module).ok_or_else(|| err(&p, "module"))?;
-                let a = args.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>()?;
-                eval_graph(&m.graph, modules, &a, &format!("modules[{module}].graph"))?
-            }
-            Node::Cond { pred, then_graph, else_graph, operands } => {
-                let truth = match get(*pred)? {
-                    Val::Bool(b) => *b,
-                    Val::Tensor(t) => t.data.iter().all(|v| *v != 0.0),
-                    other => return Err(err(&p, format!("pred {other:?}"))),
-                };
-                let a = operands.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>()?;
-                if truth {
-                    eval_graph(then_graph, modules, &a, &format!("{p}.then_graph"))?
-                } else {
-                    eval_graph(else_graph, modules, &a, &format!("{p}.else_graph"))?
-                }
-            }
-            Node::Map { body, xs, args } => {
-                let x = t(get(*xs)?, &p)?.clone();
-                let extra = args.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>()?;
-                let mut rows = Vec::new();
-                for k in 0..x.shape[0] {
-                    let mut a = vec![select(&x, 0, k)];
-                    a.extend(extra.iter().cloned());
-                    rows.extend(eval_graph(body, modules, &a, &format!("{p}.body"))?);
-                }
-                vec![stack(rows, &p)?]
-            }
-            Node::Scan { body, init, xs } => {
-                let mut carries = init.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>()?;
-                let xs = xs.iter().map(|r| get(*r).and_then(|v| t(v, &p).cloned())).collect::<Result<Vec<_>, _>>()?;
-                let n = xs.first().map_or(0, |x| x.shape[0]);
-                let mut ys: Vec<Vec<Val>> = Vec::new();
-                for k in 0..n {
-                    let mut a = carries.clone();
-                    a.extend(xs.iter().map(|x| select(x, 0, k)));
-                    let mut out = eval_graph(body, modules, &a, &format!("{p}.body"))?;
-                    let rest = out.split_off(carries.len());
-                    carries = out;
-                    if ys.is_empty() {
-                        ys = vec![Vec::new(); rest.len()];
-                    }
-                    for (slot, y) in ys.iter_mut().zip(rest) {
-                        slot.push(y);
-                    }
-                }
-                let mut out = carries;
-                for y in ys {
-                    out.push(stack(y, &p)?);
-                }
-                out
-            }
-            Node::While { cond, body, carried, max_iterations } => {
-                let mut c = carried.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>()?;
-                let mut iterations = 0u32;
-                loop {
-                    match eval_graph(cond, modules, &c, &format!("{p}.cond"))?.first() {
-                        Some(Val::Bool(true)) => {}
-                        Some(Val::Bool(false)) => break,
-                        other => return Err(err(&p, format!("while condition gave {other:?}"))),
-                    }
-                    iterations += 1;
-                    if iterations > *max_iterations {
-                        return Err(err(&p, format!("while_loop exceeded {max_iterations} iterations")));
-                    }
-                    c = eval_graph(body, modules, &c, &format!("{p}.body"))?;
-                }
-                c
-            }
-        };
-        vals.extend(out);
-    }
-    g.outputs
-        .iter()
-        .map(|r| vals.get(*r).cloned().ok_or_else(|| err(path, format!("output ref {r} undefined"))))
-        .collect()
+    let (Some(s), Some(data)) = (inner, data) else { return Err(err(path, "empty loop")) };
+    let mut shape = vec![n];
+    shape.extend(s);
+    Ok(Val::Tensor(Tensor { shape, data }))
 }
 
-/// Runs method `name` of `p` on `inputs`.
-pub fn eval_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Vec<Val>, IrError> {
+/// The value of a constant tensor.
+pub fn constant(c: &ConstTensor) -> Val {
+    let data = match c.dtype {
+        Dtype::F32 => Data::F32(c.values.iter().map(|v| *v as f32).collect()),
+        Dtype::I64 => Data::I64(c.values.iter().map(|v| *v as i64).collect()),
+        Dtype::Bool => Data::Bool(c.values.iter().map(|v| *v != 0.0).collect()),
+    };
+    Val::Tensor(Tensor { shape: c.shape.clone(), data })
+}
+
+/// Whether `v` has type `t`: static shapes exactly, dynamic ones the same rank within their
+/// bounds.
+pub fn fits(v: &Val, t: &ValueType) -> bool {
+    match (v, t) {
+        (Val::Tensor(x), ValueType::Tensor { dtype, shape, dynamic }) => {
+            x.dtype() == *dtype
+                && x.len() == x.shape.iter().product::<usize>()
+                && if *dynamic {
+                    x.shape.len() == shape.len() && x.shape.iter().zip(shape).all(|(a, b)| a <= b)
+                } else {
+                    x.shape == *shape
+                }
+        }
+        (Val::Int(_), ValueType::Int) | (Val::Bool(_), ValueType::Bool) | (Val::Double(_), ValueType::Double) => true,
+        _ => false,
+    }
+}
+
+/// Number of Call nodes in `g`, sub-graphs included.
+fn calls_in(g: &Graph) -> usize {
+    let mut n = 0;
+    g.walk(0, &mut |node, _| n += usize::from(matches!(node, Node::Call { .. })));
+    n
+}
+
+struct Interp<'p> {
+    modules: &'p [LoweredModule],
+    calls: Vec<CallRecord>,
+}
+
+impl Interp<'_> {
+    /// Evaluates `g` on `inputs`; the first Call node of `g` (pre-order) is call site `site`.
+    fn graph(&mut self, g: &Graph, inputs: &[Val], path: &str, site: usize) -> Result<Vec<Val>, IrError> {
+        if inputs.len() != g.inputs.len() {
+            return Err(err(path, format!("{} inputs given, graph takes {}", inputs.len(), g.inputs.len())));
+        }
+        // Values from outside (a caller's arguments) must have the declared types.
+        for (i, (v, ty)) in inputs.iter().zip(&g.inputs).enumerate() {
+            if !fits(v, ty) {
+                return Err(err(path, format!("input {i} does not have the declared type {ty:?}")));
+            }
+        }
+        let mut vals: Vec<Val> = g.constants.iter().map(constant).collect();
+        vals.extend(inputs.iter().cloned());
+        let mut site = site;
+        for (i, n) in g.nodes.iter().enumerate() {
+            let p = format!("{path}.nodes[{i}]");
+            let get = |r: Ref| vals.get(r).ok_or_else(|| err(&p, format!("ref {r} undefined")));
+            let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>();
+            let out: Vec<Val> = match n {
+                Node::Op { op, args } => {
+                    let a = args.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>()?;
+                    vec![eval_op(op, &a, &p)?]
+                }
+                Node::Call { module, args } => {
+                    let m = self.modules.get(*module).ok_or_else(|| err(&p, "module"))?;
+                    let a = get_all(args)?;
+                    let out = self.graph(&m.graph, &a, &format!("modules[{module}].graph"), 0)?;
+                    self.calls.push(CallRecord { site, module: *module, inputs: a, outputs: out.clone() });
+                    out
+                }
+                Node::Cond { pred, then_graph, else_graph, operands } => {
+                    let truth = match get(*pred)? {
+                        Val::Bool(b) => *b,
+                        // A bool tensor is true iff every element is (ExecuTorch's JumpFalseCall).
+                        Val::Tensor(Tensor { data: Data::Bool(v), .. }) => v.iter().all(|b| *b),
+                        other => return Err(err(&p, format!("pred {other:?}"))),
+                    };
+                    let a = get_all(operands)?;
+                    if truth {
+                        self.graph(then_graph, &a, &format!("{p}.then_graph"), site)?
+                    } else {
+                        self.graph(else_graph, &a, &format!("{p}.else_graph"), site + calls_in(then_graph))?
+                    }
+                }
+                Node::Map { body, xs, args } => {
+                    let x = t(get(*xs)?, &p)?.clone();
+                    let extra = get_all(args)?;
+                    let mut rows = Vec::new();
+                    for k in 0..x.shape.first().copied().unwrap_or(0) {
+                        let mut a = vec![Val::Tensor(select(&x, 0, k))];
+                        a.extend(extra.iter().cloned());
+                        rows.extend(self.graph(body, &a, &format!("{p}.body"), site)?);
+                    }
+                    vec![stack(rows, &p)?]
+                }
+                Node::Scan { body, init, xs } => {
+                    let mut carries = get_all(init)?;
+                    let xs =
+                        xs.iter().map(|r| get(*r).and_then(|v| t(v, &p).cloned())).collect::<Result<Vec<_>, _>>()?;
+                    let n = xs.first().and_then(|x| x.shape.first().copied()).unwrap_or(0);
+                    let mut ys: Vec<Vec<Val>> = Vec::new();
+                    for k in 0..n {
+                        let mut a = carries.clone();
+                        a.extend(xs.iter().map(|x| Val::Tensor(select(x, 0, k))));
+                        let mut out = self.graph(body, &a, &format!("{p}.body"), site)?;
+                        let rest = out.split_off(carries.len());
+                        carries = out;
+                        if ys.is_empty() {
+                            ys = vec![Vec::new(); rest.len()];
+                        }
+                        for (slot, y) in ys.iter_mut().zip(rest) {
+                            slot.push(y);
+                        }
+                    }
+                    let mut out = carries;
+                    for y in ys {
+                        out.push(stack(y, &p)?);
+                    }
+                    out
+                }
+                Node::While { cond, body, carried, max_iterations } => {
+                    let mut c = get_all(carried)?;
+                    let body_site = site + calls_in(cond);
+                    let mut iterations = 0u32;
+                    loop {
+                        match self.graph(cond, &c, &format!("{p}.cond"), site)?.first() {
+                            Some(Val::Bool(true)) => {}
+                            Some(Val::Bool(false)) => break,
+                            other => return Err(err(&p, format!("while condition gave {other:?}"))),
+                        }
+                        iterations += 1;
+                        if iterations > *max_iterations {
+                            return Err(err(&p, format!("while_loop exceeded {max_iterations} iterations")));
+                        }
+                        c = self.graph(body, &c, &format!("{p}.body"), body_site)?;
+                    }
+                    c
+                }
+            };
+            site += match n {
+                Node::Call { .. } => 1,
+                other => other.subgraphs().into_iter().map(calls_in).sum(),
+            };
+            vals.extend(out);
+        }
+        g.outputs
+            .iter()
+            .map(|r| vals.get(*r).cloned().ok_or_else(|| err(path, format!("output ref {r} undefined"))))
+            .collect()
+    }
+}
+
+/// Evaluates a graph on `inputs` (its calls resolve against `modules`).
+pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
+    Interp { modules, calls: Vec::new() }.graph(g, inputs, path, 0)
+}
+
+/// Runs method `name` of `p` on `inputs`: its outputs and every module call it made, in order.
+pub fn eval_method_calls(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<(Vec<Val>, Vec<CallRecord>), IrError> {
     let (i, m) = p
         .methods
         .iter()
         .enumerate()
         .find(|(_, m)| m.name == name)
         .ok_or_else(|| err("methods", format!("no method `{name}`")))?;
-    eval_graph(&m.graph, &p.modules, inputs, &format!("methods[{i}].graph"))
+    let mut interp = Interp { modules: &p.modules, calls: Vec::new() };
+    let out = interp.graph(&m.graph, inputs, &format!("methods[{i}].graph"), 0)?;
+    Ok((out, interp.calls))
 }
 
-/// Deterministic inputs for a graph: tensors filled with a small pattern seeded by `seed`.
+/// Runs method `name` of `p` on `inputs`.
+pub fn eval_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Vec<Val>, IrError> {
+    eval_method_calls(p, name, inputs).map(|(out, _)| out)
+}
+
+/// Deterministic, tame inputs for a graph (multiples of 1/256 in about ±3.9, ints in [-10,
+/// 10]; dynamic tensors at their bound), for examples and tests; the campaign draws harsher
+/// ones (`gen::inputs`).
 pub fn sample_inputs(g: &Graph, seed: u64) -> Vec<Val> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
     let mut next = move || {
@@ -482,14 +632,12 @@ pub fn sample_inputs(g: &Graph, seed: u64) -> Vec<Val> {
         .map(|t| match t {
             ValueType::Tensor { dtype, shape, .. } => {
                 let n: usize = shape.iter().product();
-                let data = (0..n)
-                    .map(|_| match dtype {
-                        Dtype::F32 => ((next() % 2001) as f64 - 1000.0) / 256.0,
-                        Dtype::I64 => ((next() % 21) as i64 - 10) as f64,
-                        Dtype::Bool => (next() % 2) as f64,
-                    })
-                    .collect();
-                Val::Tensor(Tens { dtype: *dtype, shape: shape.clone(), data })
+                let data = match dtype {
+                    Dtype::F32 => Data::F32((0..n).map(|_| ((next() % 2001) as f32 - 1000.0) / 256.0).collect()),
+                    Dtype::I64 => Data::I64((0..n).map(|_| (next() % 21) as i64 - 10).collect()),
+                    Dtype::Bool => Data::Bool((0..n).map(|_| next() % 2 == 1).collect()),
+                };
+                Val::Tensor(Tensor { shape: shape.clone(), data })
             }
             ValueType::Int => Val::Int((next() % 7) as i64),
             ValueType::Bool => Val::Bool(next() % 2 == 0),

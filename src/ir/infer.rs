@@ -36,6 +36,20 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// Whether `a` (dynamic iff `ya`) and `b` broadcast whatever the run-time leading size of the
+/// dynamic ones. Dynamic tensors of a graph share one leading size at run time (it may be
+/// smaller than the bound, and at least 1); every other dimension is fixed. So two dynamic
+/// operands must have equal shapes, and a static operand must not pin the leading dimension
+/// (its aligned leading size is 1, or it has lower rank).
+pub fn dynamic_broadcast_ok(a: &[usize], ya: bool, b: &[usize], yb: bool) -> bool {
+    match (ya, yb) {
+        (false, false) => true,
+        (true, true) => a == b,
+        (true, false) => b.len() < a.len() || b.first() == Some(&1) || a.is_empty(),
+        (false, true) => a.len() < b.len() || a.first() == Some(&1) || b.is_empty(),
+    }
+}
+
 /// Normalises a possibly negative dimension.
 pub fn norm_dim(dim: i64, rank: usize) -> Option<usize> {
     let r = rank as i64;
@@ -61,15 +75,35 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
     use Op::*;
     let t = |dtype, shape, dynamic| ValueType::Tensor { dtype, shape, dynamic };
     Ok(match op {
-        Add | Sub | Mul => {
+        Add | Sub | Mul | Div | GtTensor => {
             let (da, sa, ya) = tensor(a[0], path, "lhs")?;
             let (db, sb, yb) = tensor(a[1], path, "rhs")?;
-            if da != db || da == Dtype::Bool {
-                return Err(err(path, format!("operands must share a numeric dtype, got {da:?} and {db:?}")));
+            if da != db || da == Dtype::Bool || (matches!(op, Div) && da != Dtype::F32) {
+                return Err(err(path, format!("{op:?} does not take {da:?} and {db:?}")));
+            }
+            if !dynamic_broadcast_ok(sa, ya, sb, yb) {
+                return Err(err(
+                    path,
+                    format!("shapes {sa:?} and {sb:?} may not broadcast once the leading size shrinks"),
+                ));
             }
             let shape =
                 broadcast(sa, sb).ok_or_else(|| err(path, format!("shapes {sa:?} and {sb:?} do not broadcast")))?;
-            t(da, shape, ya || yb)
+            t(if matches!(op, GtTensor) { Dtype::Bool } else { da }, shape, ya || yb)
+        }
+        View { shape } => {
+            let (d, s, y) = tensor(a[0], path, "operand")?;
+            if y {
+                return Err(err(path, "view of a dynamic tensor"));
+            }
+            let out: Vec<usize> = shape
+                .iter()
+                .map(|x| usize::try_from(*x).map_err(|_| err(path, format!("view size {x} is negative"))))
+                .collect::<Result<_, _>>()?;
+            if out.iter().product::<usize>() != s.iter().product::<usize>() {
+                return Err(err(path, format!("view {out:?} of {s:?} changes the element count")));
+            }
+            t(d, out, false)
         }
         Relu | Sin | Cos => {
             let (d, s, y) = tensor(a[0], path, "operand")?;
@@ -84,8 +118,11 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
                 Addmm => (a[1], a[2], Some(a[0])),
                 _ => (a[0], a[1], None),
             };
-            let (dx, sx, _) = tensor(x, path, "input")?;
-            let (dw, sw, _) = tensor(w, path, "weight")?;
+            let (dx, sx, yx) = tensor(x, path, "input")?;
+            let (dw, sw, yw) = tensor(w, path, "weight")?;
+            if yw {
+                return Err(err(path, "the weight must have a static shape"));
+            }
             if dx != Dtype::F32 || dw != Dtype::F32 || sx.len() != 2 || sw.len() != 2 {
                 return Err(err(path, format!("needs 2-d f32 operands, got {sx:?} and {sw:?}")));
             }
@@ -95,12 +132,15 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
             }
             let out = vec![sx[0], m];
             if let Some(b) = bias {
-                let (db, sb, _) = tensor(b, path, "bias")?;
-                if db != Dtype::F32 || broadcast(sb, &out).as_deref() != Some(&out[..]) {
+                let (db, sb, yb) = tensor(b, path, "bias")?;
+                if db != Dtype::F32 || yb || broadcast(sb, &out).as_deref() != Some(&out[..]) {
                     return Err(err(path, format!("bias {sb:?} does not broadcast to {out:?}")));
                 }
+                if yx && sb.len() == 2 && sb[0] != 1 {
+                    return Err(err(path, format!("bias {sb:?} fixes the rows of a dynamic input")));
+                }
             }
-            t(Dtype::F32, out, false)
+            t(Dtype::F32, out, yx)
         }
         PermuteCopy { dims } => {
             let (d, s, y) = tensor(a[0], path, "operand")?;
@@ -116,6 +156,9 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
             if dims.len() != s.len() {
                 return Err(err(path, format!("permutation {dims:?} for rank {}", s.len())));
             }
+            if y && dims.first().and_then(|d| norm_dim(*d, s.len())) != Some(0) {
+                return Err(err(path, "a permutation of a dynamic tensor must keep its leading dimension first"));
+            }
             t(d, out, y)
         }
         Cumsum { dim } => {
@@ -130,18 +173,21 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
             let (d, s, y) = tensor(a[0], path, "operand")?;
             let k = norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
             let n = s[k] as i64;
-            if !(-n..n).contains(index) {
-                return Err(err(path, format!("index {index} out of range for size {n}")));
+            if !(-n..n).contains(index) || (y && k == 0 && ![0, -1].contains(index)) {
+                return Err(err(
+                    path,
+                    format!("index {index} out of range for size {n}{}", if y { " (dynamic)" } else { "" }),
+                ));
             }
             let mut out = s.to_vec();
             out.remove(k);
-            t(d, out, y)
+            t(d, out, y && k != 0)
         }
         IndexSelect { dim } => {
             let (d, s, y) = tensor(a[0], path, "operand")?;
-            let (di, si, _) = tensor(a[1], path, "index")?;
-            if di != Dtype::I64 || si.len() != 1 {
-                return Err(err(path, "index must be a 1-d i64 tensor"));
+            let (di, si, yi) = tensor(a[1], path, "index")?;
+            if di != Dtype::I64 || si.len() != 1 || y || yi {
+                return Err(err(path, "index_select takes a static tensor and a static 1-d i64 index"));
             }
             let k = norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
             let mut out = s.to_vec();
@@ -149,7 +195,7 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
             t(d, out, y)
         }
         Argmax { dim, keepdim } => {
-            let (d, s, _) = tensor(a[0], path, "operand")?;
+            let (d, s, y) = tensor(a[0], path, "operand")?;
             if d == Dtype::Bool || s.iter().product::<usize>() == 0 {
                 return Err(err(path, "argmax needs a non-empty numeric tensor"));
             }
@@ -172,10 +218,15 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
                     o
                 }
             };
-            t(Dtype::I64, out, false)
+            // Reducing the leading dimension leaves a static shape.
+            let keeps_leading = dim.and_then(|d| norm_dim(d, s.len())).is_some_and(|d| d != 0);
+            t(Dtype::I64, out, y && keeps_leading)
         }
         Gt { .. } => {
-            let (_, s, y) = tensor(a[0], path, "operand")?;
+            let (d, s, y) = tensor(a[0], path, "operand")?;
+            if d != Dtype::F32 {
+                return Err(err(path, format!("gt with a double scalar takes float32, got {d:?}")));
+            }
             t(Dtype::Bool, s.to_vec(), y)
         }
         SymSize { dim } => {
@@ -183,27 +234,17 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
             norm_dim(*dim, s.len()).ok_or_else(|| err(path, format!("dim {dim} out of range")))?;
             ValueType::Int
         }
-        ScalarAdd | ScalarSub | ScalarMul | ScalarEq | ScalarLt => {
+        ScalarAdd | ScalarSub | ScalarMul | ScalarFloordiv | ScalarEq | ScalarLt | ScalarGt | ScalarGe | ScalarLe => {
             if a.iter().any(|x| **x != ValueType::Int) {
                 return Err(err(path, "scalar ops take two Ints"));
             }
-            if matches!(op, ScalarEq | ScalarLt) {
+            if matches!(op, ScalarEq | ScalarLt | ScalarGt | ScalarGe | ScalarLe) {
                 ValueType::Bool
             } else {
                 ValueType::Int
             }
         }
     })
-}
-
-/// Operand count of an op.
-pub fn op_arity(op: &Op) -> usize {
-    match op {
-        Op::Add | Op::Sub | Op::Mul | Op::Mm | Op::IndexSelect { .. } => 2,
-        Op::ScalarAdd | Op::ScalarSub | Op::ScalarMul | Op::ScalarEq | Op::ScalarLt => 2,
-        Op::Linear | Op::Addmm => 3,
-        _ => 1,
-    }
 }
 
 fn same_types(want: &[ValueType], got: &[ValueType], path: &str, what: &str) -> Result<(), IrError> {
@@ -229,7 +270,7 @@ pub fn node_types(
     let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>();
     match node {
         Node::Op { op, args } => {
-            arity(args, op_arity(op), path)?;
+            arity(args, op.kind().arity(), path)?;
             let a = get_all(args)?;
             Ok(vec![op_type(op, &a.iter().collect::<Vec<_>>(), path)?])
         }

@@ -4,11 +4,11 @@
 //! (chunk deletion, then byte zeroing) while the same invariant keeps failing; since the
 //! generator is total, every shrink step is a valid program.
 
-use super::{check_program, node_count, CheckOptions, Failure, Report, Timings, INVARIANTS};
+use super::{check_case, node_count, CheckOptions, Failure, Invariant, Report, Timings};
 use crate::fault::Fault;
-use crate::gen::{generate_from_bytes, GenConfig, Generated};
+use crate::gen::{generate, GenConfig, Generated};
 use crate::ir::saved;
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Unstructured;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -24,6 +24,8 @@ pub struct CampaignOptions {
     pub seed: u64,
     /// Base generator configuration (swarm draws below it).
     pub config: GenConfig,
+    /// Where the configuration came from (`--config FILE`), for the replay command.
+    pub config_path: Option<String>,
     /// This shard's index and the shard count.
     pub shard: (u64, u64),
     /// Swarm testing: each case switches a random subset of the base features on.
@@ -48,6 +50,7 @@ impl Default for CampaignOptions {
             cases: 10_000,
             seed: 0,
             config: GenConfig::default(),
+            config_path: None,
             shard: (0, 1),
             swarm: true,
             fault: None,
@@ -63,6 +66,8 @@ impl Default for CampaignOptions {
 /// Everything needed to reproduce a failure.
 #[derive(Clone, Debug, Serialize)]
 pub struct Reproduction {
+    /// The invariant the case failed first (the one shrinking preserved).
+    pub invariant: String,
     /// Campaign seed.
     pub seed: u64,
     /// Case index.
@@ -116,42 +121,15 @@ fn rng(seed: u64, case: u64, stream: u64) -> ChaCha8Rng {
     r
 }
 
-/// The generator configuration of case `case`.
+/// The generator configuration of case `case`: the base configuration, or under swarm testing
+/// a draw below it from the case's own random stream.
 pub fn case_config(opts: &CampaignOptions, case: u64) -> GenConfig {
     if !opts.swarm {
         return opts.config.clone();
     }
     let mut bytes = [0u8; 64];
     rng(opts.seed, case, 1).fill_bytes(&mut bytes);
-    let sw = GenConfig::arbitrary(&mut Unstructured::new(&bytes)).unwrap_or_default();
-    let b = &opts.config;
-    let f = &b.features;
-    let s = &sw.features;
-    GenConfig {
-        min_methods: b.min_methods,
-        max_methods: sw.max_methods.min(b.max_methods).max(b.min_methods),
-        max_depth: sw.max_depth.min(b.max_depth),
-        max_nodes: sw.max_nodes.min(b.max_nodes),
-        max_modules: sw.max_modules.min(b.max_modules),
-        max_calls_per_module: sw.max_calls_per_module.min(b.max_calls_per_module),
-        call_percent: sw.call_percent,
-        control_percent: sw.control_percent.min(b.control_percent),
-        features: crate::gen::Features {
-            // Calls are the subject of every delegate invariant: keep them whenever allowed.
-            calls: f.calls,
-            repeated_calls: f.repeated_calls && s.repeated_calls,
-            cond: f.cond && s.cond,
-            map: f.map && s.map,
-            scan: f.scan && s.scan,
-            while_loop: f.while_loop && s.while_loop,
-            scratch: f.scratch && s.scratch,
-            argkeep: f.argkeep && s.argkeep,
-            identical_partitions: f.identical_partitions && s.identical_partitions,
-            multi_method: f.multi_method && s.multi_method,
-            constants: f.constants && s.constants,
-            side_ops: f.side_ops && s.side_ops,
-        },
-    }
+    opts.config.swarm(&mut Unstructured::new(&bytes))
 }
 
 /// The generator input bytes of case `case`.
@@ -167,17 +145,16 @@ fn check_options(opts: &CampaignOptions, case: u64) -> CheckOptions {
     CheckOptions {
         fault: opts.fault,
         inject_seed: case.wrapping_mul(31).wrapping_add(opts.seed),
-        input_seed: case ^ opts.seed,
         negative: true,
         allow_while: true,
         instruction_budget: 1_000_000,
     }
 }
 
-/// Generates and checks one input.
+/// Generates (with the fault plan's preprocess) and checks one input.
 pub fn run_input(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions) -> (Generated, Report) {
-    let g = generate_from_bytes(cfg, bytes);
-    let r = check_program(&g.program, check);
+    let g = generate(cfg, &mut Unstructured::new(bytes), check.fault);
+    let r = check_case(&g, check);
     (g, r)
 }
 
@@ -250,10 +227,10 @@ pub fn run(opts: &CampaignOptions) -> CampaignResult {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let mut invariants: BTreeMap<String, usize> = INVARIANTS.iter().map(|i| (i.to_string(), 0)).collect();
+    let mut invariants: BTreeMap<String, usize> = Invariant::all().iter().map(|i| (i.name().to_string(), 0)).collect();
     let mut features: BTreeMap<String, usize> = BTreeMap::new();
     let mut timings = Timings::default();
-    let mut generate = Duration::ZERO;
+    let mut gen_time = Duration::ZERO;
     let mut failures = 0u64;
     let mut first: Option<(u64, Vec<u8>, GenConfig, Report, Generated)> = None;
     let mut ran = 0u64;
@@ -262,9 +239,9 @@ pub fn run(opts: &CampaignOptions) -> CampaignResult {
         let bytes = case_input(opts.seed, case);
         let check = check_options(opts, case);
         let t = Instant::now();
-        let g = generate_from_bytes(&cfg, &bytes);
-        generate += t.elapsed();
-        let report = check_program(&g.program, &check);
+        let g = generate(&cfg, &mut Unstructured::new(&bytes), check.fault);
+        gen_time += t.elapsed();
+        let report = check_case(&g, &check);
         ran += 1;
         for f in &g.features {
             *features.entry(f.clone()).or_default() += 1;
@@ -292,11 +269,21 @@ pub fn run(opts: &CampaignOptions) -> CampaignResult {
         let inv = report.failures[0].invariant.clone();
         let shrunk = if opts.shrink { shrink(cfg, bytes, &check, &inv, opts.shrink_budget) } else { bytes.clone() };
         let (sg, sr) = run_input(cfg, &shrunk, &check);
-        let fault = opts.fault.map(|f| format!(" --fault {}", f.name())).unwrap_or_default();
+        let mut command = format!("ptecheck campaign --seed {} --case {case}", opts.seed);
+        if let Some(p) = &opts.config_path {
+            command.push_str(&format!(" --config {p}"));
+        }
+        if !opts.swarm {
+            command.push_str(" --no-swarm");
+        }
+        if let Some(f) = opts.fault {
+            command.push_str(&format!(" --fault {}", f.name()));
+        }
         Reproduction {
+            invariant: inv.clone(),
             seed: opts.seed,
             case: *case,
-            command: format!("ptecheck campaign --seed {} --case {case}{fault}", opts.seed),
+            command,
             failures: if sr.ok() { report.failures.clone() } else { sr.failures },
             input_hex: hex::encode(&shrunk),
             config: cfg.clone(),
@@ -316,6 +303,6 @@ pub fn run(opts: &CampaignOptions) -> CampaignResult {
         first_failing_case: first.map(|f| f.0),
         elapsed_seconds: elapsed.as_secs_f64(),
         timings,
-        generate,
+        generate: gen_time,
     }
 }

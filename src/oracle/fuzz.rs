@@ -6,14 +6,14 @@
 //! or runtime (a crash on bad input), or in the emitter (an invariant violated on a valid
 //! generated program).
 
-use super::{check_program, CheckOptions};
+use super::{check_case, CheckOptions};
 use crate::backends::default_runtime;
 use crate::format::{self, LoadedProgram};
 use crate::gen::{generate, GenConfig};
 use crate::ir::saved;
 use crate::program::{Instruction, Program};
 use crate::runtime::{HostValue, Runtime, Trace};
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Unstructured;
 
 /// Instruction budget per execute while fuzzing.
 pub const FUZZ_INSTRUCTION_BUDGET: u64 = 20_000;
@@ -91,9 +91,9 @@ pub fn structured(data: &[u8]) -> Outcome {
 /// returns the mutated file for `load_pte` (the allocation guard applies to that half only).
 pub fn structured_file(data: &[u8]) -> Vec<u8> {
     let mut u = Unstructured::new(data);
-    let cfg = GenConfig::arbitrary(&mut u).unwrap_or_default();
-    let g = generate(&cfg, &mut u);
-    let report = check_program(&g.program, &CheckOptions { negative: false, ..CheckOptions::default() });
+    let cfg = GenConfig::default().swarm(&mut u);
+    let g = generate(&cfg, &mut u, None);
+    let report = check_case(&g, &CheckOptions { negative: false, ..CheckOptions::default() });
     assert!(
         report.ok(),
         "invariant violated on a generated program: {:?}\n{}",
@@ -101,11 +101,9 @@ pub fn structured_file(data: &[u8]) -> Vec<u8> {
         crate::ir::pretty::program(&g.program)
     );
     // The same options check_program emits with (the swarm config may switch while_loop on).
-    let Ok(emitted) =
-        crate::emit::emit(&g.program, &crate::emit::EmitOptions { allow_while: true, ..Default::default() })
-    else {
-        unreachable!("check_program emitted it")
-    };
+    let emit_opts =
+        crate::emit::EmitOptions { allow_while: true, delegate_segments: !g.run.inline_blobs, ..Default::default() };
+    let Ok(emitted) = crate::emit::emit(&g.program, &emit_opts) else { unreachable!("check_program emitted it") };
     let Ok(mut bytes) = emitted.to_bytes() else { unreachable!("check_program wrote it") };
     // Field mutation of the model, then byte mutations of the file.
     let mut program = emitted.program.clone();

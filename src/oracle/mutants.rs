@@ -1,9 +1,29 @@
 //! `mutants`: runs the campaign against each seeded fault and reports whether the invariants
-//! caught it, after how many cases, and how small the shrunk counterexample is.
+//! caught it, which one, after how many cases, and how small the shrunk counterexample is.
 
 use super::campaign::{run, CampaignOptions};
+use super::Invariant;
 use crate::fault::Fault;
 use serde::Serialize;
+
+/// The invariant that must catch each seeded fault first (declared here, once, for every fault).
+pub fn expected_invariant(f: Fault) -> Invariant {
+    use Fault::*;
+    match f {
+        // Emitter bugs in delegate sharing: the delegate counts and per-call-site identity.
+        ShareIdenticalBlobs | ShareScratch | DedupWholeDelegate | WrongDelegateInLoop => Invariant::I2,
+        // Checks the runtime skips: a corrupted program gets past init.
+        DelegateIndexAtExecuteOnly | SkipScratchCallSiteCheck | LaterOpLookupHides => Invariant::Negative,
+        // Lifecycle bugs, seen in the backends' own counts; a wrong jump changes how often a
+        // call site executes.
+        InitPerCallSite | DestroyPerCallSite | LeakSharedHandle | JumpOffByOne => Invariant::I4,
+        LeakOnInitFailure => Invariant::I5,
+        // A handle shared across call sites that keeps per-call state computes wrong outputs.
+        ArgkeepOptedIn => Invariant::I6,
+        // A DelegateCall whose arguments do not match its module.
+        DropLastDelegateOutput => Invariant::I3,
+    }
+}
 
 /// Outcome for one fault.
 #[derive(Clone, Debug, Serialize)]
@@ -18,6 +38,8 @@ pub struct MutantResult {
     pub shrunk_nodes: Option<usize>,
     /// The invariant that caught it.
     pub invariant: Option<String>,
+    /// The invariant that must catch it ([`expected_invariant`]).
+    pub expected: String,
 }
 
 /// Runs every fault for at most `max_cases` cases each.
@@ -35,11 +57,12 @@ pub fn run_mutants(base: &CampaignOptions, max_cases: u64, faults: &[Fault]) -> 
             };
             let r = run(&opts);
             MutantResult {
-                name: f.name(),
+                name: f.name().to_string(),
                 caught: r.failures > 0,
                 cases_to_catch: r.first_failing_case.map(|c| c + 1),
                 shrunk_nodes: r.failure.as_ref().map(|x| x.shrunk_nodes),
-                invariant: r.failure.as_ref().and_then(|x| x.failures.first().map(|f| f.invariant.clone())),
+                invariant: r.failure.as_ref().map(|x| x.invariant.clone()),
+                expected: expected_invariant(*f).name().to_string(),
             }
         })
         .collect()

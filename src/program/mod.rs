@@ -9,10 +9,12 @@
 
 mod bytes;
 mod enums;
+mod scratch;
 mod unions;
 
 pub use bytes::{printable_utf8, sha256_hex, Bytes};
 pub use enums::{DataLocation, DeviceType, ScalarType, TensorDataLocation, TensorShapeDynamism};
+pub use scratch::{encode_scratch, parse_scratch, ScratchSpec, SCRATCH_KEY};
 pub use unions::{EValue, Instruction};
 
 use serde::{Deserialize, Serialize};

@@ -2,8 +2,10 @@
 //!
 //! A backend is a trait object: `is_available`, `init` (processed bytes + compile specs +
 //! runtime options -> handle), `execute` (handle + the DelegateCall's argument slots) and
-//! `destroy` (consumes the handle, so it cannot run twice). Every init, execute and destroy is
-//! recorded in a [`Trace`] shared with the caller, which outlives the method.
+//! `destroy` (releases the handle). As in ExecuTorch, where a handle is a pointer, nothing in
+//! the interface stops a faulty runtime from destroying a handle twice or never: that is what
+//! the backends' own ledgers (`crate::backends::ledger`) count. The runtime records what it
+//! believes it did in a [`Trace`] shared with the caller, which outlives the method.
 
 use super::error::{ErrorCode, Site};
 use super::frame::{Frame, OpError};
@@ -165,9 +167,11 @@ pub trait Backend: Send + Sync {
     fn init(&self, ctx: &InitContext<'_>, processed: &[u8], specs: &[CompileSpec]) -> Result<BackendHandle, OpError>;
     /// Runs one DelegateCall.
     fn execute(&self, handle: &mut BackendHandle, args: &mut DelegateArgs<'_, '_>) -> Result<(), OpError>;
-    /// Releases a handle.
-    fn destroy(&self, handle: BackendHandle) {
-        drop(handle);
+    /// Releases a handle's resources. The runtime calls it exactly once per handle and then
+    /// drops the handle; a backend must tolerate (and may count) a second call.
+    fn destroy(&self, handle: &mut BackendHandle) {
+        handle.state = Box::new(());
+        handle.bytes = 0;
     }
 }
 

@@ -11,48 +11,12 @@ use super::error::{CheckError, ErrorCode, Site};
 use super::ops;
 use crate::fault::Fault;
 use crate::format::LoadedProgram;
-use crate::program::{EValue, ExecutionPlan, Instruction, Tensor, TensorDataLocation, TensorShapeDynamism};
+use crate::program::{
+    parse_scratch, EValue, ExecutionPlan, Instruction, Tensor, TensorDataLocation, TensorShapeDynamism, SCRATCH_KEY,
+};
 
-/// Reserved compile-spec key marking a delegate that declares scratch memory (P1).
-pub const SCRATCH_KEY: &str = "__et_scratch";
 /// Largest tensor rank the runtime accepts.
 pub const MAX_RANK: usize = 16;
-
-/// One declared scratch buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScratchSpec {
-    /// Size in bytes (> 0).
-    pub nbytes: u64,
-    /// Memory arena id, -1 = default.
-    pub mem_id: i32,
-}
-
-/// Parses an `__et_scratch` value: u32 LE count, then per spec u64 LE nbytes, i32 LE mem_id.
-pub fn parse_scratch(value: &[u8]) -> Result<Vec<ScratchSpec>, String> {
-    let count = value.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or("shorter than its count")?;
-    let want = (count as usize).checked_mul(12).and_then(|n| n.checked_add(4)).ok_or("count overflows")?;
-    if value.len() != want {
-        return Err(format!("count {count} needs {want} bytes, value has {}", value.len()));
-    }
-    Ok(value[4..]
-        .chunks_exact(12)
-        .map(|c| ScratchSpec {
-            nbytes: u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
-            mem_id: i32::from_le_bytes([c[8], c[9], c[10], c[11]]),
-        })
-        .collect())
-}
-
-/// Encodes scratch specs as an `__et_scratch` value.
-pub fn encode_scratch(specs: &[ScratchSpec]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(4 + 12 * specs.len());
-    v.extend_from_slice(&(specs.len() as u32).to_le_bytes());
-    for s in specs {
-        v.extend_from_slice(&s.nbytes.to_le_bytes());
-        v.extend_from_slice(&s.mem_id.to_le_bytes());
-    }
-    v
-}
 
 /// Number of DelegateCall instructions naming each delegate, over all chains (P5).
 pub fn call_site_counts(plan: &ExecutionPlan) -> Vec<usize> {
@@ -342,6 +306,11 @@ impl Checker<'_, '_> {
         let n_ops = self.plan.operator_list().len();
         let n_delegates = self.plan.delegate_list().len();
         let mut reported_ops = vec![false; n_ops];
+        // Operator resolution reports into a delayed-error slot, as ExecuTorch's init does (Q1).
+        // Each failed resolution is kept; ExecuTorch's slot is overwritten by every later
+        // resolution, success included (the `LaterOpLookupHides` seeded bug reproduces that).
+        let hides = self.fault == Some(Fault::LaterOpLookupHides);
+        let mut delayed: Vec<CheckError> = Vec::new();
         for (c, chain) in self.plan.chain_list().iter().enumerate() {
             let Some(list) = &chain.instructions else {
                 self.out.push(CheckError::MissingInstructions { method: self.method.clone(), chain: c });
@@ -366,14 +335,22 @@ impl Checker<'_, '_> {
                             .ok()
                             .and_then(|i| self.plan.operator_list().get(i).map(|o| (i, o)))
                         else {
-                            self.out.push(CheckError::OpIndex {
+                            let e = CheckError::OpIndex {
                                 method: self.method.clone(),
                                 site,
                                 index: k.op_index,
                                 count: n_ops,
-                            });
+                            };
+                            if hides {
+                                delayed = vec![e];
+                            } else {
+                                delayed.push(e);
+                            }
                             continue;
                         };
+                        if hides {
+                            delayed.clear();
+                        }
                         let name = op.1.qualified();
                         match ops::arity(&name) {
                             None if !reported_ops[op.0] => {
@@ -438,6 +415,7 @@ impl Checker<'_, '_> {
                 }
             }
         }
+        self.out.extend(delayed);
     }
 }
 
@@ -459,28 +437,6 @@ pub fn check_method_with(loaded: &LoadedProgram<'_>, plan_index: usize, fault: O
     c.plan_io();
     c.delegates();
     c.instructions();
-    if fault == Some(Fault::LaterOpLookupHides) {
-        // Q1: one delayed-error slot overwritten by every later KernelCall, success included.
-        let last_good_kernel = plan
-            .chain_list()
-            .iter()
-            .enumerate()
-            .flat_map(|(ci, ch)| {
-                ch.instruction_list().iter().enumerate().filter_map(move |(ii, ins)| match ins {
-                    Instruction::KernelCall(k)
-                        if usize::try_from(k.op_index).is_ok_and(|o| o < plan.operator_list().len()) =>
-                    {
-                        Some((ci, ii))
-                    }
-                    _ => None,
-                })
-            })
-            .last();
-        c.out.retain(|e| match (e, last_good_kernel) {
-            (CheckError::OpIndex { site, .. }, Some(last)) => (site.chain, site.instruction) > last,
-            _ => true,
-        });
-    }
     c.out
 }
 

@@ -278,4 +278,29 @@ impl Frame<'_> {
             _ => HostValue::None,
         })
     }
+
+    /// Writes a host value into slot `v`: a tensor of the slot's dtype is resized to its shape
+    /// and copied in; a scalar replaces a scalar of the same kind.
+    pub fn set_host_value(&mut self, v: usize, value: &HostValue) -> OpResult<()> {
+        match (self.value(v)?, value) {
+            (Value::Tensor(_), HostValue::Tensor(t)) => {
+                let want = self.dtype(v)?;
+                if want != t.dtype {
+                    return Err(OpError::new(
+                        ErrorCode::InvalidType,
+                        format!("values[{v}] is {want}, the value written is {}", t.dtype),
+                    ));
+                }
+                self.resize(v, &t.sizes)?;
+                self.write_bytes(v, &t.data)
+            }
+            (Value::Int(_), HostValue::Int(x)) => self.set(v, Value::Int(*x)),
+            (Value::Bool(_), HostValue::Bool(x)) => self.set(v, Value::Bool(*x)),
+            (Value::Double(_), HostValue::Double(x)) => self.set(v, Value::Double(*x)),
+            (slot, given) => Err(OpError::new(
+                ErrorCode::InvalidType,
+                format!("values[{v}] is {}, cannot hold {given:?}", slot.kind()),
+            )),
+        }
+    }
 }

@@ -168,7 +168,14 @@ fn div(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 }
 
 fn relu(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
-    unary(f, a[0], a[1], |v, _| if v > 0.0 || v.is_nan() { v } else { 0.0 })
+    if !is_float(f.dtype(a[0])?) {
+        // Integers exactly: negatives become 0.
+        let x = f.read_i64(a[0])?;
+        f.resize(a[1], &f.sizes(a[0])?)?;
+        return f.write_i64(a[1], &x.iter().map(|v| (*v).max(0)).collect::<Vec<_>>());
+    }
+    // ExecuTorch's portable relu: `(isnan(v) || v >= 0) ? v : 0` (-0.0 stays -0.0).
+    unary(f, a[0], a[1], |v, _| if v >= 0.0 || v.is_nan() { v } else { 0.0 })
 }
 
 fn sin(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
@@ -278,14 +285,12 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         return Err(bad(format!("permutation {dims:?} invalid for rank {}", s.len())));
     }
     let out_shape: Vec<usize> = dims.iter().map(|d| s[*d]).collect();
-    let x = f.read_f64(a[0])?;
     let in_strides = strides(&s);
     let numel: usize = out_shape.iter().product();
     let mut idx = vec![0usize; out_shape.len()];
-    let mut r = Vec::with_capacity(numel);
+    let mut map = Vec::with_capacity(numel);
     for _ in 0..numel {
-        let flat: usize = idx.iter().zip(&dims).map(|(i, d)| i * in_strides[*d]).sum();
-        r.push(x[flat]);
+        map.push(idx.iter().zip(&dims).map(|(i, d)| i * in_strides[*d]).sum());
         for d in (0..out_shape.len()).rev() {
             idx[d] += 1;
             if idx[d] < out_shape[d] {
@@ -294,17 +299,8 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
             idx[d] = 0;
         }
     }
-    f.resize(a[2], &out_shape)?;
-    write_like_input(f, a[0], a[2], &r)
-}
-
-/// Writes values computed from `src`'s elements: exact for integer dtypes too.
-fn write_like_input(f: &mut Frame<'_>, _src: usize, out: usize, values: &[f64]) -> OpResult<()> {
-    if is_float(f.dtype(out)?) {
-        f.write_f64(out, values)
-    } else {
-        f.write_i64(out, &values.iter().map(|v| *v as i64).collect::<Vec<_>>())
-    }
+    // A pure element copy: bytes, exact for every dtype.
+    gather_bytes(f, a[0], a[2], &map, &out_shape)
 }
 
 /// Gathers `sizes_out` elements of `src` (an index map) into `out`, exactly (bytewise).
@@ -468,13 +464,21 @@ fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         return Err(bad(format!("argmax of a tensor with no elements (shape {s:?})")));
     }
     f.resize(a[3], &out_shape)?;
-    let x = f.read_f64(a[0])?;
-    let better = |cand: f64, best: f64| cand.is_nan() && !best.is_nan() || cand > best;
+    // Integers compare exactly (as i64); floats with NaN greater than everything.
+    let key: Vec<(bool, f64, i64)> = if is_float(f.dtype(a[0])?) {
+        f.read_f64(a[0])?.into_iter().map(|v| (v.is_nan(), v, 0)).collect()
+    } else {
+        f.read_i64(a[0])?.into_iter().map(|v| (false, 0.0, v)).collect()
+    };
+    let better = |c: usize, b: usize| {
+        let (kc, kb) = (key[c], key[b]);
+        !kb.0 && (kc.0 || kc.1 > kb.1 || kc.2 > kb.2)
+    };
     match f.value(a[1])? {
         Value::None => {
             let mut best = 0;
-            for (i, v) in x.iter().enumerate() {
-                if better(*v, x[best]) {
+            for i in 1..key.len() {
+                if better(i, best) {
                     best = i;
                 }
             }
@@ -491,7 +495,7 @@ fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
                 for i in 0..inner {
                     let mut best = 0;
                     for k in 1..size {
-                        if better(x[o * size * inner + k * inner + i], x[o * size * inner + best * inner + i]) {
+                        if better(o * size * inner + k * inner + i, o * size * inner + best * inner + i) {
                             best = k;
                         }
                     }

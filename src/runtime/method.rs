@@ -50,10 +50,10 @@ struct LiveDelegate {
     backend: Arc<dyn Backend>,
     handle: Option<BackendHandle>,
     handle_id: u64,
-    /// Handles made by the `InitPerCallSite` fault, and destroy events recorded per real
-    /// destroy (more than 1 only under `DestroyPerCallSite`); mutation testing only.
+    /// DelegateCall instructions naming this delegate (P5).
+    sites: usize,
+    /// Handles made by the `InitPerCallSite` fault (mutation testing only).
     extra: Vec<(BackendHandle, u64)>,
-    destroys: usize,
 }
 
 /// A loaded, initialised method.
@@ -66,6 +66,25 @@ pub struct Method<'a> {
     trace: Trace,
     budget: u64,
     inputs_set: Vec<bool>,
+    fault: Option<Fault>,
+}
+
+/// Where a method's non-planned tensor data comes from: the program's constant buffers and
+/// initialised mutable buffers, and the external data file.
+pub struct DataSources<'a, 'x> {
+    /// Constant buffer `k` (index 0 reserved).
+    pub constants: Vec<&'a [u8]>,
+    /// Mutable-data entry `m`, sub-buffer `k`.
+    pub mutable_data: &'x [Vec<&'a [u8]>],
+    /// External data (`.ptd`) for EXTERNAL tensors.
+    pub external: Option<&'x LoadedPtd<'x>>,
+}
+
+impl<'a> DataSources<'a, '_> {
+    /// The sources of a loaded program.
+    pub fn of<'x>(loaded: &'x LoadedProgram<'a>, external: Option<&'x LoadedPtd<'x>>) -> DataSources<'a, 'x> {
+        DataSources { constants: loaded.constants.clone(), mutable_data: &loaded.mutable_data, external }
+    }
 }
 
 impl Runtime {
@@ -97,22 +116,7 @@ impl Runtime {
         if let Some(first) = check_method_with(loaded, pi, self.fault).into_iter().next() {
             return Err(RuntimeError::Check(first));
         }
-        let frame = build_frame(loaded, plan, name, external, self.memory_limit)?;
-        let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|(_, k)| k)).collect();
-        let mut method = Method {
-            name: name.to_string(),
-            plan,
-            frame,
-            kernels,
-            delegates: Vec::new(),
-            trace: trace.clone(),
-            budget: self.instruction_budget,
-            inputs_set: vec![false; plan.inputs.as_ref().map_or(0, Vec::len)],
-        };
-        // Scalar inputs carry their emitted value; only tensors must be set by the caller.
-        for (i, &v) in plan.inputs.iter().flatten().enumerate() {
-            method.inputs_set[i] = !matches!(plan.value_list().get(v as usize), Some(EValue::Tensor(_)));
-        }
+        let mut method = Method::bare(plan, name, DataSources::of(loaded, external), self, trace)?;
         let named = loaded.named_data_map();
         let sites = call_site_counts(plan);
         for (d, del) in plan.delegate_list().iter().enumerate() {
@@ -137,6 +141,7 @@ impl Runtime {
                     });
                     let mut extra = Vec::new();
                     if self.fault == Some(Fault::InitPerCallSite) {
+                        // Seeded bug: one handle per call site even for a shared delegate.
                         for _ in 1..sites[d] {
                             if let Ok(h) = backend.init(&ctx, blob, del.compile_spec_list()) {
                                 let hid = trace.next_handle();
@@ -151,8 +156,13 @@ impl Runtime {
                             }
                         }
                     }
-                    let destroys = if self.fault == Some(Fault::DestroyPerCallSite) { sites[d].max(1) } else { 1 };
-                    method.delegates.push(LiveDelegate { backend, handle: Some(handle), handle_id, extra, destroys });
+                    method.delegates.push(LiveDelegate {
+                        backend,
+                        handle: Some(handle),
+                        handle_id,
+                        sites: sites[d],
+                        extra,
+                    });
                 }
                 Err(e) => {
                     trace.record(TraceEvent::InitFailed {
@@ -161,6 +171,18 @@ impl Runtime {
                         backend: id.clone(),
                         code: e.code,
                     });
+                    if self.fault == Some(Fault::LeakOnInitFailure) {
+                        // Seeded bug: the early return forgets the handles made so far (the
+                        // trace still says they were torn down).
+                        for (k, live) in method.delegates.drain(..).enumerate() {
+                            trace.record(TraceEvent::Destroy {
+                                method: name.into(),
+                                delegate: k,
+                                handle: live.handle_id,
+                            });
+                            drop(live.handle);
+                        }
+                    }
                     // Dropping `method` destroys delegates 0..d in ascending order (T3).
                     return Err(RuntimeError::InitFailed {
                         method: name.into(),
@@ -177,12 +199,12 @@ impl Runtime {
 }
 
 fn build_frame<'a>(
-    loaded: &'a LoadedProgram<'a>,
+    sources: DataSources<'a, '_>,
     plan: &ExecutionPlan,
     method: &str,
-    external: Option<&LoadedPtd<'_>>,
     memory_limit: usize,
 ) -> Result<Frame<'a>, RuntimeError> {
+    let DataSources { constants, mutable_data, external } = sources;
     let total =
         plan.non_const_buffer_sizes.iter().flatten().skip(1).try_fold(0u64, |a, s| a.checked_add((*s).max(0) as u64));
     if total.is_none_or(|t| t > memory_limit as u64) {
@@ -198,8 +220,7 @@ fn build_frame<'a>(
     }
     let arenas: Vec<Vec<u8>> =
         plan.non_const_buffer_sizes.iter().flatten().skip(1).map(|s| vec![0u8; (*s).max(0) as usize]).collect();
-    let mut frame =
-        Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants: loaded.constants.clone(), memory_limit };
+    let mut frame = Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants, memory_limit };
     let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
         method: method.into(),
         value,
@@ -239,11 +260,8 @@ fn build_frame<'a>(
                 let storage = if let Some(a) = &t.allocation_info {
                     let (arena, offset) = ((a.memory_id - 1) as usize, a.offset() as usize);
                     if t.data_buffer_idx > 0 && external_fqn.is_none() {
-                        let init = loaded
-                            .mutable_data
-                            .first()
-                            .and_then(|m| m.get(t.data_buffer_idx as usize))
-                            .map(|s| &s[..nbytes]);
+                        let init =
+                            mutable_data.first().and_then(|m| m.get(t.data_buffer_idx as usize)).map(|s| &s[..nbytes]);
                         if let (Some(src), Some(dst)) =
                             (init, frame.arenas.get_mut(arena).and_then(|b| b.get_mut(offset..offset + nbytes)))
                         {
@@ -281,6 +299,36 @@ fn build_frame<'a>(
 }
 
 impl<'a> Method<'a> {
+    /// A method over `plan` with its frame built and no delegate initialised: what
+    /// [`Runtime::load_method`] starts from once the checks passed, and what a backend runs a
+    /// nested plan of CPU kernels with ([`super::nested`]).
+    pub(crate) fn bare(
+        plan: &'a ExecutionPlan,
+        name: &str,
+        sources: DataSources<'a, '_>,
+        rt: &Runtime,
+        trace: &Trace,
+    ) -> Result<Method<'a>, RuntimeError> {
+        let frame = build_frame(sources, plan, name, rt.memory_limit)?;
+        let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|(_, k)| k)).collect();
+        let mut method = Method {
+            name: name.to_string(),
+            plan,
+            frame,
+            kernels,
+            delegates: Vec::new(),
+            trace: trace.clone(),
+            budget: rt.instruction_budget,
+            inputs_set: vec![false; plan.inputs.as_ref().map_or(0, Vec::len)],
+            fault: rt.fault,
+        };
+        // Scalar inputs carry their emitted value; only tensors must be set by the caller.
+        for (i, &v) in plan.inputs.iter().flatten().enumerate() {
+            method.inputs_set[i] = !matches!(plan.value_list().get(v as usize), Some(EValue::Tensor(_)));
+        }
+        Ok(method)
+    }
+
     /// Method name.
     pub fn name(&self) -> &str {
         &self.name
@@ -489,18 +537,24 @@ impl<'a> Method<'a> {
 impl Drop for Method<'_> {
     fn drop(&mut self) {
         for (d, live) in self.delegates.iter_mut().enumerate() {
-            if let Some(h) = live.handle.take() {
-                live.backend.destroy(h);
-                for _ in 0..live.destroys {
-                    self.trace.record(TraceEvent::Destroy {
-                        method: self.name.clone(),
-                        delegate: d,
-                        handle: live.handle_id,
-                    });
+            if let Some(mut h) = live.handle.take() {
+                self.trace.record(TraceEvent::Destroy {
+                    method: self.name.clone(),
+                    delegate: d,
+                    handle: live.handle_id,
+                });
+                match self.fault {
+                    // Seeded bug: a shared handle is destroyed once per call site.
+                    Some(Fault::DestroyPerCallSite) => {
+                        (0..live.sites.max(1)).for_each(|_| live.backend.destroy(&mut h))
+                    }
+                    // Seeded bug: a shared handle is left for "its last user", and nobody is.
+                    Some(Fault::LeakSharedHandle) if live.sites > 1 => {}
+                    _ => live.backend.destroy(&mut h),
                 }
             }
-            for (h, hid) in live.extra.drain(..) {
-                live.backend.destroy(h);
+            for (mut h, hid) in live.extra.drain(..) {
+                live.backend.destroy(&mut h);
                 self.trace.record(TraceEvent::Destroy { method: self.name.clone(), delegate: d, handle: hid });
             }
         }

@@ -13,6 +13,7 @@ pub mod frame;
 pub mod io;
 pub mod kernels;
 pub mod method;
+pub mod nested;
 pub mod ops;
 pub mod value;
 
@@ -20,8 +21,9 @@ pub use backend::{
     Backend, BackendHandle, BackendOptions, BackendRegistry, DelegateArgs, InitContext, OptionValue, RuntimeOptions,
     Trace, TraceEvent, TraceSummary,
 };
-pub use check::{check_method, check_program, parse_scratch, ScratchSpec, SCRATCH_KEY};
+pub use check::{check_method, check_program};
 pub use error::{CheckError, ErrorCode, RuntimeError, Site};
 pub use frame::{Frame, OpError};
-pub use method::{Method, Runtime, DEFAULT_INSTRUCTION_BUDGET};
+pub use method::{DataSources, Method, Runtime, DEFAULT_INSTRUCTION_BUDGET};
+pub use nested::NestedPlan;
 pub use value::{HostTensor, HostValue};

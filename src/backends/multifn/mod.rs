@@ -19,13 +19,12 @@ mod sync {
     pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 }
 
-use crate::backends::graph::{read_val, write_val};
-use crate::ir::eval::eval_graph;
+use crate::backends::graph::{compile, BLOB_METHOD};
 use crate::ir::infer::{graph_types, IrError};
 use crate::ir::{ConstTensor, Graph, HexBytes, LoweredModule, NamedBlob};
 use crate::program::{sha256_hex, CompileSpec};
 use crate::runtime::frame::{OpError, OpResult};
-use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
+use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext, NestedPlan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -297,10 +296,11 @@ fn module(g: &Graph, specs: &[(String, Vec<u8>)], manifest: &Manifest) -> Lowere
     }
 }
 
-/// A loaded model: every function with its weights filled in.
+/// A loaded model: every function compiled (on load, as an on-device compiler would) to a
+/// plan of CPU kernels with its weights filled in.
 #[derive(Debug)]
 pub struct LoadedModel {
-    functions: BTreeMap<String, Graph>,
+    functions: BTreeMap<String, NestedPlan>,
     weight_bytes: usize,
     exec: std::sync::Mutex<()>,
 }
@@ -355,7 +355,10 @@ pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<Load
             return Err(invalid(format!("{name}: weight sizes do not match")));
         }
         graph_types(&g, &[], &name).map_err(|e| invalid(e.to_string()))?;
-        functions.insert(name, g);
+        let plan = compile(&g)
+            .map_err(|e| invalid(format!("{name}: {e}")))
+            .and_then(|bytes| NestedPlan::from_pte(&bytes, BLOB_METHOD))?;
+        functions.insert(name, plan);
     }
     Ok(LoadedModel { functions, weight_bytes: weights.len(), exec: std::sync::Mutex::new(()) })
 }
@@ -372,6 +375,20 @@ pub struct MultifnBackend {
     /// The process-wide table of loaded models.
     pub table: ModelTable<LoadedModel>,
     unshared: AtomicU64,
+    /// Loads still to fail (failure injection for the table's invariants).
+    fail_loads: AtomicU64,
+}
+
+impl MultifnBackend {
+    /// Makes the next `n` model loads fail with OutOfResources (the table must then keep no
+    /// entry, and a later acquire must load again).
+    pub fn fail_next_loads(&self, n: u64) {
+        self.fail_loads.store(n, Ordering::SeqCst);
+    }
+
+    fn injected_failure(&self) -> bool {
+        self.fail_loads.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    }
 }
 
 impl std::fmt::Debug for MultifnBackend {
@@ -432,7 +449,12 @@ impl Backend for MultifnBackend {
             cache_key.push_str(&format!("#{}", self.unshared.fetch_add(1, Ordering::Relaxed)));
         }
         let key = ModelKey { dev: meta.dev(), ino: meta.ino(), cache_key };
-        let model = self.table.acquire(&key, || load_model(&manifest, ctx.named_data))?;
+        let model = self.table.acquire(&key, || {
+            if self.injected_failure() {
+                return Err(OpError::new(ErrorCode::OutOfResources, "injected model load failure"));
+            }
+            load_model(&manifest, ctx.named_data)
+        })?;
         if !model.functions.contains_key(&manifest.function) {
             self.table.release(&key);
             return Err(invalid(format!("bundle has no function `{}`", manifest.function)));
@@ -446,8 +468,8 @@ impl Backend for MultifnBackend {
             .state
             .downcast_ref::<Handle>()
             .ok_or_else(|| OpError::new(ErrorCode::DelegateInvalidHandle, "not a multifn handle"))?;
-        let g = h.model.functions.get(&h.function).ok_or_else(|| invalid("function vanished"))?;
-        let (n_in, n_out) = (g.inputs.len(), g.outputs.len());
+        let plan = h.model.functions.get(&h.function).ok_or_else(|| invalid("function vanished"))?;
+        let (n_in, n_out) = (plan.num_inputs(), plan.num_outputs());
         if args.args.len() != n_in + n_out {
             return Err(OpError::new(
                 ErrorCode::InvalidArgument,
@@ -456,17 +478,13 @@ impl Backend for MultifnBackend {
         }
         // Delegates sharing one model execute one at a time (MF12).
         let _turn = h.model.exec.lock().unwrap_or_else(|p| p.into_inner());
-        let inputs = args.args[..n_in].iter().map(|v| read_val(args.frame, *v)).collect::<OpResult<Vec<_>>>()?;
-        let outputs =
-            eval_graph(g, &[], &inputs, &h.function).map_err(|e| OpError::new(ErrorCode::Internal, e.to_string()))?;
-        for (slot, val) in args.args[n_in..].iter().zip(&outputs) {
-            write_val(args.frame, *slot, val)?;
-        }
-        Ok(())
+        plan.call(args).map(|_| ())
     }
 
-    fn destroy(&self, handle: BackendHandle) {
-        if let Ok(h) = handle.state.downcast::<Handle>() {
+    fn destroy(&self, handle: &mut BackendHandle) {
+        // A second destroy finds nothing left to release.
+        let state = std::mem::replace(&mut handle.state, Box::new(()));
+        if let Ok(h) = state.downcast::<Handle>() {
             let key = h.key.clone();
             drop(h);
             self.table.release(&key);

@@ -1,0 +1,312 @@
+//! Negative checks: corruptions of a valid emitted program that the runtime must reject at init
+//! with zero backend inits. Each corruption is data (a class, a place, an edit), so the same
+//! list drives our runtime's check here and, in a differential campaign, a real runtime.
+//!
+//! For every instruction of every chain: each index field set to each boundary value past its
+//! range (`n`, `n + 1`, `i32::MAX`, `-1`, `i32::MIN`), operator arity off by one, a call pointed
+//! at a scratch delegate it does not own; for every list value: an item out of range and an
+//! item naming a later value.
+
+use super::lifecycle::Rig;
+use super::{Invariant, Report};
+use crate::backends::ledger::LedgerEvent;
+use crate::format::LoadedProgram;
+use crate::program::{EValue, ExecutionPlan, Instruction, Program, SCRATCH_KEY};
+use crate::runtime::{RuntimeError, Trace};
+use serde::Serialize;
+use strum::IntoStaticStr;
+
+/// What a corruption breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, IntoStaticStr, Serialize)]
+#[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// A KernelCall/DelegateCall argument, MoveCall, FreeCall or jump-condition value index.
+    ValueIndex,
+    /// `KernelCall.op_index`.
+    OpIndex,
+    /// A KernelCall with one argument more or fewer than its operator takes.
+    Arity,
+    /// `DelegateCall.delegate_index`.
+    DelegateIndex,
+    /// A second call site for a delegate that declares scratch (SH10).
+    ScratchCallSites,
+    /// `JumpFalseCall.destination_instruction`.
+    JumpDestination,
+    /// A list item out of range.
+    ListItem,
+    /// A TensorList item naming a later value (read before it is built).
+    ListForwardRef,
+}
+
+impl Class {
+    /// snake_case name.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// One field edit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "edit", rename_all = "snake_case")]
+pub enum Edit {
+    /// `args[arg] = to` of a KernelCall or DelegateCall.
+    Arg {
+        /// Argument position.
+        arg: usize,
+        /// New value index.
+        to: i32,
+    },
+    /// Appends argument `to` (arity + 1).
+    PushArg {
+        /// Value index appended.
+        to: i32,
+    },
+    /// Removes the last argument (arity - 1).
+    PopArg,
+    /// `op_index = to`.
+    OpIndex(i32),
+    /// `delegate_index = to`.
+    DelegateIndex(i32),
+    /// `move_from = to`.
+    MoveFrom(i32),
+    /// `move_to = to`.
+    MoveTo(i32),
+    /// `cond_value_index = to`.
+    JumpCond(i32),
+    /// `destination_instruction = to`.
+    JumpDestination(i32),
+    /// `value_index = to` of a FreeCall.
+    FreeValue(i32),
+    /// Item `item` of list value `value` set to `to`.
+    ListItem {
+        /// The list's value index.
+        value: usize,
+        /// Item position.
+        item: usize,
+        /// New item.
+        to: i64,
+    },
+}
+
+/// One corruption of plan `plan`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Corruption {
+    /// What it breaks.
+    pub class: Class,
+    /// Plan index.
+    pub plan: usize,
+    /// `(chain, instruction)`, or `None` for a value edit.
+    pub at: Option<(usize, usize)>,
+    /// The edit.
+    pub edit: Edit,
+}
+
+impl Corruption {
+    /// A one-line description.
+    pub fn describe(&self, p: &Program) -> String {
+        let method = p.plans().get(self.plan).map_or("?", |x| x.name_str());
+        match self.at {
+            Some((c, i)) => format!("{method} chains[{c}].instructions[{i}]: {:?}", self.edit),
+            None => format!("{method}: {:?}", self.edit),
+        }
+    }
+
+    /// Applies the edit to `p` (false when the place no longer exists).
+    pub fn apply(&self, p: &mut Program) -> bool {
+        let Some(plan) = p.execution_plan.as_mut().and_then(|v| v.get_mut(self.plan)) else { return false };
+        if let Edit::ListItem { value, item, to } = self.edit {
+            let Some(v) = plan.values.as_mut().and_then(|v| v.get_mut(value)) else { return false };
+            return match v {
+                EValue::IntList(Some(items)) => items.get_mut(item).map(|x| *x = to).is_some(),
+                EValue::TensorList(Some(items)) | EValue::OptionalTensorList(Some(items)) => {
+                    items.get_mut(item).map(|x| *x = to as i32).is_some()
+                }
+                _ => false,
+            };
+        }
+        let Some((c, i)) = self.at else { return false };
+        let Some(ins) = plan
+            .chains
+            .as_mut()
+            .and_then(|ch| ch.get_mut(c))
+            .and_then(|ch| ch.instructions.as_mut())
+            .and_then(|l| l.get_mut(i))
+        else {
+            return false;
+        };
+        apply_edit(ins, self.edit)
+    }
+}
+
+/// Applies one edit to one instruction (false when it does not fit the instruction).
+pub fn apply_edit(ins: &mut Instruction, edit: Edit) -> bool {
+    match (edit, ins) {
+        (Edit::Arg { arg, to }, Instruction::KernelCall(k)) => {
+            k.args.as_mut().and_then(|a| a.get_mut(arg)).map(|x| *x = to).is_some()
+        }
+        (Edit::Arg { arg, to }, Instruction::DelegateCall(d)) => {
+            d.args.as_mut().and_then(|a| a.get_mut(arg)).map(|x| *x = to).is_some()
+        }
+        (Edit::PushArg { to }, Instruction::KernelCall(k)) => k.args.as_mut().map(|a| a.push(to)).is_some(),
+        (Edit::PopArg, Instruction::KernelCall(k)) => k.args.as_mut().and_then(|a| a.pop()).is_some(),
+        (Edit::OpIndex(to), Instruction::KernelCall(k)) => {
+            k.op_index = to;
+            true
+        }
+        (Edit::DelegateIndex(to), Instruction::DelegateCall(d)) => {
+            d.delegate_index = to;
+            true
+        }
+        (Edit::MoveFrom(to), Instruction::MoveCall(m)) => {
+            m.move_from = to;
+            true
+        }
+        (Edit::MoveTo(to), Instruction::MoveCall(m)) => {
+            m.move_to = to;
+            true
+        }
+        (Edit::JumpCond(to), Instruction::JumpFalseCall(j)) => {
+            j.cond_value_index = to;
+            true
+        }
+        (Edit::JumpDestination(to), Instruction::JumpFalseCall(j)) => {
+            j.destination_instruction = to;
+            true
+        }
+        (Edit::FreeValue(to), Instruction::FreeCall(f)) => {
+            f.value_index = to;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Index values past a range of `n`.
+pub fn past(n: usize) -> [i32; 5] {
+    let n = i32::try_from(n).unwrap_or(i32::MAX);
+    [n, n.saturating_add(1), i32::MAX, -1, i32::MIN]
+}
+
+/// Every corruption of plan `pi`.
+pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
+    let (nv, no, nd) = (plan.value_list().len(), plan.operator_list().len(), plan.delegate_list().len());
+    let scratch: Vec<i32> = plan
+        .delegate_list()
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.compile_spec_list().iter().any(|c| c.key.as_deref() == Some(SCRATCH_KEY)))
+        .map(|(i, _)| i as i32)
+        .collect();
+    let mut out = Vec::new();
+    for (c, chain) in plan.chain_list().iter().enumerate() {
+        let len = chain.instruction_list().len();
+        for (i, ins) in chain.instruction_list().iter().enumerate() {
+            let mut add = |class: Class, edit: Edit| out.push(Corruption { class, plan: pi, at: Some((c, i)), edit });
+            match ins {
+                Instruction::KernelCall(k) => {
+                    for to in past(no) {
+                        add(Class::OpIndex, Edit::OpIndex(to));
+                    }
+                    for arg in 0..k.args.as_ref().map_or(0, Vec::len) {
+                        for to in past(nv) {
+                            add(Class::ValueIndex, Edit::Arg { arg, to });
+                        }
+                    }
+                    // One argument more (a valid value) or fewer.
+                    if nv > 0 {
+                        add(Class::Arity, Edit::PushArg { to: 0 });
+                    }
+                    add(Class::Arity, Edit::PopArg);
+                }
+                Instruction::DelegateCall(d) => {
+                    for to in past(nd) {
+                        add(Class::DelegateIndex, Edit::DelegateIndex(to));
+                    }
+                    for arg in 0..d.args.as_ref().map_or(0, Vec::len) {
+                        for to in past(nv) {
+                            add(Class::ValueIndex, Edit::Arg { arg, to });
+                        }
+                    }
+                    for &s in scratch.iter().filter(|s| **s != d.delegate_index) {
+                        add(Class::ScratchCallSites, Edit::DelegateIndex(s));
+                    }
+                }
+                Instruction::MoveCall(_) => {
+                    for to in past(nv) {
+                        add(Class::ValueIndex, Edit::MoveFrom(to));
+                        add(Class::ValueIndex, Edit::MoveTo(to));
+                    }
+                }
+                Instruction::JumpFalseCall(_) => {
+                    for to in past(len) {
+                        // `len` itself ends the chain (valid); start one past it.
+                        let to = if to == i32::try_from(len).unwrap_or(i32::MAX) { to.saturating_add(2) } else { to };
+                        add(Class::JumpDestination, Edit::JumpDestination(to));
+                    }
+                    for to in past(nv) {
+                        add(Class::ValueIndex, Edit::JumpCond(to));
+                    }
+                }
+                Instruction::FreeCall(_) => {
+                    for to in past(nv) {
+                        add(Class::ValueIndex, Edit::FreeValue(to));
+                    }
+                }
+            }
+        }
+    }
+    for (v, val) in plan.value_list().iter().enumerate() {
+        let (n_items, tensor_list) = match val {
+            EValue::IntList(Some(x)) => (x.len(), false),
+            EValue::TensorList(Some(x)) | EValue::OptionalTensorList(Some(x)) => (x.len(), true),
+            _ => continue,
+        };
+        for item in 0..n_items {
+            for to in [nv as i64, i64::from(i32::MAX)] {
+                out.push(Corruption {
+                    class: Class::ListItem,
+                    plan: pi,
+                    at: None,
+                    edit: Edit::ListItem { value: v, item, to },
+                });
+            }
+            if tensor_list && v + 1 < nv {
+                out.push(Corruption {
+                    class: Class::ListForwardRef,
+                    plan: pi,
+                    at: None,
+                    edit: Edit::ListItem { value: v, item, to: (v + 1) as i64 },
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every corruption of plan `pi` must be rejected at init with zero backend inits (counted by
+/// the backends of `rig`).
+pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, what: &str, r: &mut Report) {
+    let Some(plan) = loaded.program.plans().get(pi) else { return };
+    let name = plan.name_str().to_string();
+    for c in corruptions(plan, pi) {
+        let mut corrupt = loaded.clone();
+        if !c.apply(&mut corrupt.program) {
+            continue;
+        }
+        rig.ledger.clear();
+        let result = rig.rt.load_method(&corrupt, &name, None, &Trace::default());
+        let inits = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
+        r.check(Invariant::Negative, matches!(result, Err(RuntimeError::Check(_))) && inits == 0, || {
+            format!(
+                "{what}: {} ({}): {} with {inits} backend inits",
+                c.describe(&loaded.program),
+                c.class.name(),
+                match &result {
+                    Ok(_) => "accepted".to_string(),
+                    Err(e) => format!("rejected late ({e})"),
+                }
+            )
+        });
+    }
+}

@@ -1,0 +1,103 @@
+//! The oracle's own view of values: eager results encoded to the host form with its own byte
+//! encoding (not the runtime's), and the comparison every output check uses:
+//!
+//! * tensors are equal when dtype and shape are equal and every element is equal, where for
+//!   floating point **any NaN equals any NaN** (payload and sign ignored: NaN payloads are not
+//!   specified by the kernels) and **`-0.0` differs from `+0.0`** (the sign of zero is
+//!   deterministic for every op we generate); all other elements compare bit for bit;
+//! * scalars likewise; kinds must match.
+
+use crate::ir::eval::{Data, Val};
+use crate::program::ScalarType;
+use crate::runtime::{HostTensor, HostValue};
+
+/// The host form of an eager value.
+pub fn encode(v: &Val) -> HostValue {
+    match v {
+        Val::Tensor(t) => {
+            let (dtype, data): (ScalarType, Vec<u8>) = match &t.data {
+                Data::F32(x) => (ScalarType::FLOAT, x.iter().flat_map(|e| e.to_le_bytes()).collect()),
+                Data::I64(x) => (ScalarType::LONG, x.iter().flat_map(|e| e.to_le_bytes()).collect()),
+                Data::Bool(x) => (ScalarType::BOOL, x.iter().map(|b| u8::from(*b)).collect()),
+            };
+            HostValue::Tensor(HostTensor { dtype, sizes: t.shape.clone(), data })
+        }
+        Val::Int(i) => HostValue::Int(*i),
+        Val::Bool(b) => HostValue::Bool(*b),
+        Val::Double(d) => HostValue::Double(*d),
+    }
+}
+
+/// Host forms of eager values.
+pub fn encode_all(v: &[Val]) -> Vec<HostValue> {
+    v.iter().map(encode).collect()
+}
+
+fn same_f32(a: &[u8], b: &[u8]) -> bool {
+    a.chunks_exact(4).zip(b.chunks_exact(4)).all(|(x, y)| {
+        let (p, q) = (f32::from_le_bytes([x[0], x[1], x[2], x[3]]), f32::from_le_bytes([y[0], y[1], y[2], y[3]]));
+        p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
+    })
+}
+
+fn same_f64(a: &[u8], b: &[u8]) -> bool {
+    a.chunks_exact(8).zip(b.chunks_exact(8)).all(|(x, y)| {
+        let p = f64::from_le_bytes(x.try_into().unwrap_or([0; 8]));
+        let q = f64::from_le_bytes(y.try_into().unwrap_or([0; 8]));
+        p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan())
+    })
+}
+
+/// Whether two values are equal under the comparison above.
+pub fn same(a: &HostValue, b: &HostValue) -> bool {
+    match (a, b) {
+        (HostValue::Tensor(x), HostValue::Tensor(y)) => {
+            x.dtype == y.dtype
+                && x.sizes == y.sizes
+                && x.data.len() == y.data.len()
+                && match x.dtype {
+                    ScalarType::FLOAT => same_f32(&x.data, &y.data),
+                    ScalarType::DOUBLE => same_f64(&x.data, &y.data),
+                    // Bool bytes: any non-zero byte is true.
+                    ScalarType::BOOL => x.data.iter().zip(&y.data).all(|(p, q)| (*p != 0) == (*q != 0)),
+                    _ => x.data == y.data,
+                }
+        }
+        (HostValue::Double(p), HostValue::Double(q)) => p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
+        (x, y) => x == y,
+    }
+}
+
+/// Whether two lists are equal element-wise under [`same`].
+pub fn same_all(a: &[HostValue], b: &[HostValue]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
+}
+
+/// A short description of the first difference between two lists (`None` when equal).
+pub fn difference(want: &[HostValue], got: &[HostValue]) -> Option<String> {
+    if want.len() != got.len() {
+        return Some(format!("{} values expected, {} given", want.len(), got.len()));
+    }
+    want.iter()
+        .zip(got)
+        .enumerate()
+        .find(|(_, (w, g))| !same(w, g))
+        .map(|(i, (w, g))| format!("value {i}: expected {}, got {}", show(w), show(g)))
+}
+
+/// A short rendering of a value: dtype, shape and the first elements, exactly.
+pub fn show(v: &HostValue) -> String {
+    let HostValue::Tensor(t) = v else { return format!("{v:?}") };
+    let elems: Vec<String> = match t.dtype {
+        ScalarType::FLOAT => {
+            t.data.chunks_exact(4).map(|c| format!("{:?}", f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect()
+        }
+        ScalarType::LONG => {
+            t.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])).to_string()).collect()
+        }
+        ScalarType::BOOL => t.data.iter().map(|b| (*b != 0).to_string()).collect(),
+        _ => t.data.iter().map(|b| format!("{b:#04x}")).collect(),
+    };
+    let more = if elems.len() > 8 { ", …" } else { "" };
+    format!("{} {:?} [{}{more}]", t.dtype, t.sizes, elems.iter().take(8).cloned().collect::<Vec<_>>().join(", "))
+}
