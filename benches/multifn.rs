@@ -10,7 +10,7 @@ use ptecheck::gen::examples::{multifunction, MF_WIDTH};
 use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::ir::{IrMethod, IrProgram, Op};
-use ptecheck::oracle::to_host;
+use ptecheck::oracle::values::encode as to_host;
 use ptecheck::runtime::{OptionValue, Runtime, Trace};
 use std::sync::Arc;
 use std::time::Instant;
