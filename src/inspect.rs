@@ -4,7 +4,7 @@
 //!
 //! Reads [`LoadedProgram`]; may not change it or decide validity (that is `format`/`runtime`).
 
-use crate::format::LoadedProgram;
+use crate::format::{LoadedProgram, LoadedPtd};
 use crate::program::{sha256_hex, DataLocation, EValue, Instruction};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -382,4 +382,42 @@ pub fn listing(loaded: &LoadedProgram<'_>) -> String {
     }
     let _ = writeln!(s, "inline blobs: {}", p.inline_delegate_data().len());
     s
+}
+
+/// The summary of an external-data file (`.ptd`): every entry with its segment, size, layout
+/// and content hash.
+pub fn ptd_text(ptd: &LoadedPtd<'_>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "external data (.ptd), version {}, {} entries", ptd.version, ptd.entries.len());
+    for e in &ptd.entries {
+        let layout = e
+            .layout
+            .as_ref()
+            .map(|l| format!(" {} {:?} dim_order {:?}", l.scalar_type, l.sizes, l.dim_order))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  {}: segment {} {} B sha256 {}{layout}",
+            e.key,
+            e.segment_index,
+            e.data.len(),
+            &sha256_hex(e.data)[..12]
+        );
+    }
+    s
+}
+
+/// The JSON document of `inspect --json` for a `.ptd`.
+pub fn ptd_json(ptd: &LoadedPtd<'_>) -> Value {
+    json!({
+        "kind": "ptd",
+        "version": ptd.version,
+        "entries": ptd.entries.iter().map(|e| json!({
+            "key": e.key,
+            "segment_index": e.segment_index,
+            "len": e.data.len(),
+            "sha256": sha256_hex(e.data),
+            "layout": e.layout.as_ref().map(|l| json!({"scalar_type": l.scalar_type.to_string(), "sizes": l.sizes, "dim_order": l.dim_order})),
+        })).collect::<Vec<_>>(),
+    })
 }

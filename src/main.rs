@@ -1,10 +1,65 @@
-//! The `ptecheck` command line: thin wrappers over library functions.
+//! The `ptecheck` command line: parses arguments, calls the library, prints. Each subcommand's
+//! arguments are one clap `Args` struct; every outcome maps to an exit code in [`Exit`].
 #![forbid(unsafe_code)]
 
-use clap::{Parser, Subcommand};
-use std::io::Read;
-use std::path::PathBuf;
+use clap::{Args, Parser, Subcommand};
+use ptecheck::fault::Fault;
+use ptecheck::format::{self, LoadedProgram};
+use ptecheck::runtime::{io, HostValue, Runtime, RuntimeError, Session, Trace};
+use serde_json::json;
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// Exit codes, the one policy every command follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exit {
+    /// 0: everything held.
+    Ok,
+    /// 1: a run failed, outputs mismatched, or a campaign found a failure.
+    Failed,
+    /// 2: rejected input (a file the loader or a check refuses) or bad arguments.
+    Rejected,
+    /// 3: a backend the program needs is not available here.
+    Unavailable,
+}
+
+impl Exit {
+    fn code(self) -> ExitCode {
+        ExitCode::from(match self {
+            Exit::Ok => 0,
+            Exit::Failed => 1,
+            Exit::Rejected => 2,
+            Exit::Unavailable => 3,
+        })
+    }
+
+    /// The worse of two outcomes.
+    fn max(self, other: Exit) -> Exit {
+        let rank = |e: Exit| match e {
+            Exit::Ok => 0,
+            Exit::Unavailable => 1,
+            Exit::Failed => 2,
+            Exit::Rejected => 3,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// A command that cannot proceed: bad arguments or unreadable / rejected input (exit 2).
+struct Rejected(String);
+
+impl<E: std::fmt::Display> From<E> for Rejected {
+    fn from(e: E) -> Self {
+        Rejected(e.to_string())
+    }
+}
+
+type CmdResult = Result<Exit, Rejected>;
 
 #[derive(Parser)]
 #[command(name = "ptecheck", version, about = "Verify, inspect and fuzz ExecuTorch .pte programs")]
@@ -15,200 +70,242 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Summarise .pte files: methods, values, instructions, delegates, segments, named data.
-    /// Without FILE, inspects every sample program shipped in corpus/real.
-    Inspect {
-        /// Files to inspect (`-` = stdin).
-        files: Vec<PathBuf>,
-        /// Print a JSON document whose "program" member matches the corpus NAME.json shape.
-        #[arg(long, conflicts_with = "dot")]
-        json: bool,
-        /// Print a Graphviz graph: method -> call sites -> delegates -> blobs.
-        #[arg(long)]
-        dot: bool,
-    },
-    /// Run a method: prints outputs in the corpus tensor encoding. Without --inputs, every input
-    /// is zero-filled at its declared shape. Exit 0 ok, 1 run failed or mismatched, 2 rejected
-    /// file or bad arguments, 3 a backend is not available here.
-    Run {
-        /// Program to run (`-` = stdin).
-        file: PathBuf,
-        /// Method name (default: every method, or `forward` with --inputs).
-        #[arg(long)]
-        method: Option<String>,
-        /// Inputs: a JSON array of values in the corpus encoding.
-        #[arg(long)]
-        inputs: Option<PathBuf>,
-        /// External data file (.ptd) for EXTERNAL tensors.
-        #[arg(long)]
-        data: Option<PathBuf>,
-        /// Runtime option BACKEND.KEY=VALUE (repeatable).
-        #[arg(long = "option")]
-        options: Vec<String>,
-        /// Print one JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-        /// Print delegate init/execute/destroy counts.
-        #[arg(long)]
-        trace: bool,
-        /// Run every recorded run of NAME.io.json and compare.
-        #[arg(long)]
-        expect: Option<PathBuf>,
-        /// Instruction budget per execute.
-        #[arg(long, default_value_t = ptecheck::runtime::DEFAULT_INSTRUCTION_BUDGET)]
-        budget: u64,
-    },
-    /// Emit a program: from saved-program JSON or a built-in example, to a .pte file.
-    Emit {
-        /// Saved-program JSON (see --save-json).
-        program: Option<PathBuf>,
-        /// A built-in example instead of a file.
-        #[arg(long, conflicts_with = "program")]
-        example: Option<String>,
-        /// Output .pte path.
-        #[arg(short = 'o', long)]
-        output: Option<PathBuf>,
-        /// Emit as if no backend opted in to handle sharing.
-        #[arg(long)]
-        no_share: bool,
-        /// Keep delegate blobs inline instead of in segments.
-        #[arg(long)]
-        inline_delegates: bool,
-        /// Allow while_loop (lowered as P12).
-        #[arg(long)]
-        allow_while: bool,
-        /// Print the saved-program JSON instead of emitting.
-        #[arg(long)]
-        save_json: bool,
-        /// Print the emitted program's listing (values, instructions, delegates).
-        #[arg(long)]
-        listing: bool,
-    },
-    /// The main job: check every invariant on N generated programs (swarm testing). Exit 1 on
-    /// a failure, printing the seed, the case and the shrunk program.
-    Campaign {
-        /// Cases to run.
-        #[arg(long, default_value_t = 10_000)]
-        cases: u64,
-        /// Campaign seed.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Run only this case index (replays a reported failure).
-        #[arg(long)]
-        case: Option<u64>,
-        /// Generator configuration (JSON of GenConfig; absent members take defaults).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Run shard I of N (cases with index % N == I).
-        #[arg(long, value_parser = parse_shard)]
-        shard: Option<(u64, u64)>,
-        /// Use the base configuration for every case (no swarm).
-        #[arg(long)]
-        no_swarm: bool,
-        /// Exhibit a seeded fault (mutation testing).
-        #[arg(long, value_parser = parse_fault)]
-        fault: Option<ptecheck::fault::Fault>,
-        /// Keep going after the first failure (report counts; shrink the first).
-        #[arg(long)]
-        keep_going: bool,
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Run the campaign against every seeded fault and report which are caught.
-    Mutants {
-        /// Most cases per fault.
-        #[arg(long, default_value_t = 256)]
-        cases: u64,
-        /// Campaign seed.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Print a JSON list of {name, caught, cases_to_catch, shrunk_nodes}.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Summarise .pte and .ptd files (a folder: every .pte/.ptd in it).
+    Inspect(InspectArgs),
     /// Load FILE and run every init-time check without executing; print each violation.
-    Check {
-        /// File to check (`-` = stdin).
-        file: PathBuf,
-    },
+    Check(CheckArgs),
+    /// Run methods and print their outputs in the corpus encoding; or replay recorded runs.
+    Run(RunArgs),
+    /// Emit a program: from saved-program JSON or a built-in example, to a .pte file.
+    Emit(EmitArgs),
+    /// The main job: check every invariant on generated programs (swarm testing).
+    Campaign(CampaignArgs),
+    /// Run the campaign against every seeded fault and report which invariant caught each.
+    Mutants(MutantsArgs),
 }
 
-fn read_input(path: &PathBuf) -> Result<Vec<u8>, String> {
+#[derive(Args)]
+struct InspectArgs {
+    /// Files or folders to inspect (`-` = stdin).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Print a JSON document whose "program" member matches the corpus NAME.json shape.
+    #[arg(long, conflicts_with = "dot")]
+    json: bool,
+    /// Print a Graphviz graph: method -> call sites -> delegates -> blobs.
+    #[arg(long)]
+    dot: bool,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// File to check (`-` = stdin).
+    file: PathBuf,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Program to run (`-` = stdin).
+    file: PathBuf,
+    /// Method name (default: every method, or `forward` with --inputs).
+    #[arg(long)]
+    method: Option<String>,
+    /// Inputs: a JSON array of values in the corpus encoding.
+    #[arg(long)]
+    inputs: Option<PathBuf>,
+    /// External data file (.ptd) for EXTERNAL tensors.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Runtime option BACKEND.KEY=VALUE (repeatable).
+    #[arg(long = "option")]
+    options: Vec<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Print delegate init/execute/destroy counts.
+    #[arg(long)]
+    trace: bool,
+    /// Run every recorded run of NAME.io.json and compare.
+    #[arg(long)]
+    expect: Option<PathBuf>,
+    /// Instructions one execute may run.
+    #[arg(long, default_value_t = ptecheck::runtime::DEFAULT_INSTRUCTION_BUDGET)]
+    budget: u64,
+}
+
+#[derive(Args)]
+struct EmitArgs {
+    /// Saved-program JSON (see --save-json).
+    program: Option<PathBuf>,
+    /// A built-in example instead of a file.
+    #[arg(long, conflicts_with = "program")]
+    example: Option<String>,
+    /// Output .pte path.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    /// Emit as if no backend opted in to handle sharing.
+    #[arg(long)]
+    no_share: bool,
+    /// Keep delegate blobs inline instead of in segments.
+    #[arg(long)]
+    inline_delegates: bool,
+    /// Allow while_loop (lowered as P12).
+    #[arg(long)]
+    allow_while: bool,
+    /// Print the saved-program JSON instead of emitting.
+    #[arg(long)]
+    save_json: bool,
+    /// Print the emitted program's listing (values, instructions, delegates).
+    #[arg(long)]
+    listing: bool,
+}
+
+#[derive(Args)]
+struct CampaignArgs {
+    /// Cases to run.
+    #[arg(long, default_value_t = 10_000)]
+    cases: u64,
+    /// Campaign seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Run only this case index (replays a reported failure).
+    #[arg(long)]
+    case: Option<u64>,
+    /// Generator configuration (JSON of GenConfig; absent members take defaults).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Run shard I of N (cases with index % N == I).
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(u64, u64)>,
+    /// Use the base configuration for every case (no swarm).
+    #[arg(long)]
+    no_swarm: bool,
+    /// Exhibit a seeded fault (mutation testing).
+    #[arg(long, value_parser = parse_fault)]
+    fault: Option<Fault>,
+    /// Keep going after the first failure (report counts; shrink the first).
+    #[arg(long)]
+    keep_going: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct MutantsArgs {
+    /// Most cases per fault.
+    #[arg(long, default_value_t = 256)]
+    cases: u64,
+    /// Campaign seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print a JSON list of {name, caught, cases_to_catch, shrunk_nodes, invariant, expected}.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (i, n) = s.split_once('/').ok_or("shard must be I/N")?;
+    let (i, n): (u64, u64) = (i.parse().map_err(|_| "bad shard index")?, n.parse().map_err(|_| "bad shard count")?);
+    if n == 0 || i >= n {
+        return Err(format!("shard {i}/{n}: need 0 <= I < N"));
+    }
+    Ok((i, n))
+}
+
+fn parse_fault(s: &str) -> Result<Fault, String> {
+    Fault::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Fault::all().iter().map(|f| f.name()).collect();
+        format!("unknown fault `{s}`; faults: {}", names.join(", "))
+    })
+}
+
+fn read_input(path: &Path) -> Result<Vec<u8>, Rejected> {
     if path.as_os_str() == "-" {
         let mut v = Vec::new();
-        std::io::stdin().read_to_end(&mut v).map_err(|e| format!("cannot read stdin: {e}"))?;
+        std::io::stdin().read_to_end(&mut v).map_err(|e| Rejected(format!("cannot read stdin: {e}")))?;
         Ok(v)
     } else {
-        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        std::fs::read(path).map_err(|e| Rejected(format!("cannot read {}: {e}", path.display())))
     }
 }
 
-fn default_samples() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/real");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pte")).collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    files
+fn read_json(path: &Path) -> Result<serde_json::Value, Rejected> {
+    serde_json::from_slice(&read_input(path)?).map_err(|e| Rejected(format!("{}: {e}", path.display())))
 }
 
-fn inspect(files: Vec<PathBuf>, json: bool, dot: bool) -> ExitCode {
-    let files = if files.is_empty() { default_samples() } else { files };
-    if files.is_empty() {
-        eprintln!("error: no input files and no samples in corpus/real");
-        return ExitCode::from(2);
+/// The files of `paths`, a folder standing for its `.pte` and `.ptd` files.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Rejected> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| Rejected(format!("cannot read {}: {e}", p.display())))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "pte" || x == "ptd"))
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(Rejected(format!("{} holds no .pte or .ptd file", p.display())));
+            }
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
     }
-    let mut status = ExitCode::SUCCESS;
+    Ok(out)
+}
+
+fn is_ptd(bytes: &[u8]) -> bool {
+    bytes.get(4..8) == Some(format::ptd::PTD_IDENTIFIER)
+}
+
+fn inspect(a: InspectArgs) -> CmdResult {
+    let files = expand(&a.files)?;
+    let mut status = Exit::Ok;
     for path in &files {
         let bytes = match read_input(path) {
             Ok(b) => b,
-            Err(e) => {
+            Err(Rejected(e)) => {
                 eprintln!("error: {e}");
-                status = ExitCode::from(2);
+                status = Exit::Rejected;
                 continue;
             }
         };
-        match ptecheck::format::load(&bytes) {
-            Ok(loaded) => {
-                if json {
-                    let doc = ptecheck::inspect::to_json(&loaded);
-                    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
-                } else if dot {
-                    print!("{}", ptecheck::inspect::to_dot(&loaded));
-                } else {
-                    if files.len() > 1 {
-                        println!("== {}", path.display());
-                    }
-                    print!("{}", ptecheck::inspect::to_text(&loaded));
+        if files.len() > 1 && !a.json && !a.dot {
+            println!("== {}", path.display());
+        }
+        if is_ptd(&bytes) {
+            match format::load_ptd(&bytes) {
+                Ok(ptd) if a.json => println!("{}", pretty(&ptecheck::inspect::ptd_json(&ptd))),
+                Ok(ptd) => print!("{}", ptecheck::inspect::ptd_text(&ptd)),
+                Err(e) => {
+                    eprintln!("error: {e} ({})", path.display());
+                    status = Exit::Rejected;
                 }
             }
+            continue;
+        }
+        match format::load(&bytes) {
+            Ok(loaded) if a.json => println!("{}", pretty(&ptecheck::inspect::to_json(&loaded))),
+            Ok(loaded) if a.dot => print!("{}", ptecheck::inspect::to_dot(&loaded)),
+            Ok(loaded) => print!("{}", ptecheck::inspect::to_text(&loaded)),
             Err(e) => {
                 eprintln!("error: {e} ({})", path.display());
-                status = ExitCode::from(2);
+                status = Exit::Rejected;
             }
         }
     }
-    status
+    Ok(status)
 }
 
-fn check(path: &PathBuf) -> ExitCode {
-    let bytes = match read_input(path) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let loaded = match ptecheck::format::load(&bytes) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+fn pretty(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn check(a: CheckArgs) -> CmdResult {
+    let bytes = read_input(&a.file)?;
+    let loaded = format::load(&bytes)?;
     let violations = ptecheck::runtime::check_program(&loaded);
     for v in &violations {
         eprintln!("error: {v} [{:?}]", v.code());
@@ -216,156 +313,124 @@ fn check(path: &PathBuf) -> ExitCode {
     if violations.is_empty() {
         let methods: Vec<&str> = loaded.program.plans().iter().map(|p| p.name_str()).collect();
         println!("ok: {} method(s) pass every init-time check: {}", methods.len(), methods.join(", "));
-        ExitCode::SUCCESS
+        Ok(Exit::Ok)
     } else {
         println!("{} violation(s)", violations.len());
-        ExitCode::from(2)
+        Ok(Exit::Rejected)
     }
 }
 
-struct RunArgs {
-    file: PathBuf,
-    method: Option<String>,
-    inputs: Option<PathBuf>,
-    data: Option<PathBuf>,
-    options: Vec<String>,
-    json: bool,
-    trace: bool,
-    expect: Option<PathBuf>,
-    budget: u64,
+/// The exit code of one method's failure: a backend missing here, a method or input the
+/// caller named wrongly, or a failed run.
+fn exit_of(e: &RuntimeError) -> Exit {
+    match e {
+        RuntimeError::BackendNotAvailable { .. } => Exit::Unavailable,
+        RuntimeError::MethodNotFound(_) | RuntimeError::Input { .. } => Exit::Rejected,
+        _ => Exit::Failed,
+    }
 }
 
-fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {msg}");
-    ExitCode::from(code)
-}
-
-fn run(a: RunArgs) -> ExitCode {
-    use ptecheck::runtime::{io, HostValue, RuntimeError, Trace};
-    use serde_json::json;
-    let bytes = match read_input(&a.file) {
-        Ok(b) => b,
-        Err(e) => return fail(2, e),
-    };
-    let loaded = match ptecheck::format::load(&bytes) {
-        Ok(l) => l,
-        Err(e) => return fail(2, e),
-    };
-    let ptd_bytes = match a.data.as_ref().map(read_input).transpose() {
-        Ok(b) => b,
-        Err(e) => return fail(2, e),
-    };
-    let ptd = match ptd_bytes.as_deref().map(ptecheck::format::load_ptd).transpose() {
-        Ok(p) => p,
-        Err(e) => return fail(2, format!("{e} (--data)")),
-    };
-    let multifn = std::sync::Arc::new(ptecheck::backends::multifn::MultifnBackend::default());
-    let mut rt = ptecheck::runtime::Runtime::with_backends(ptecheck::backends::default_backends_with(multifn.clone()));
+fn runtime(
+    a: &RunArgs,
+    multifn: &std::sync::Arc<ptecheck::backends::multifn::MultifnBackend>,
+) -> Result<Runtime, Rejected> {
+    let mut rt = Runtime::with_backends(ptecheck::backends::default_backends_with(multifn.clone()));
     rt.instruction_budget = a.budget;
     for o in &a.options {
-        if let Err(e) = rt.options.parse_and_set(o) {
-            return fail(2, e);
-        }
+        rt.options.parse_and_set(o)?;
     }
-    let trace = Trace::default();
+    Ok(rt)
+}
+
+fn run(a: RunArgs) -> CmdResult {
+    let bytes = read_input(&a.file)?;
+    let loaded = format::load(&bytes)?;
+    let ptd_bytes = a.data.as_deref().map(read_input).transpose()?;
+    let ptd = ptd_bytes.as_deref().map(format::load_ptd).transpose().map_err(|e| Rejected(format!("{e} (--data)")))?;
+    let multifn = std::sync::Arc::new(ptecheck::backends::multifn::MultifnBackend::default());
+    let rt = runtime(&a, &multifn)?;
+    let session = Session::new(&loaded, &rt).with_external(ptd.as_ref());
     if let Some(path) = &a.expect {
-        let doc: serde_json::Value = match read_input(path)
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", path.display())))
-        {
-            Ok(d) => d,
-            Err(e) => return fail(2, e),
-        };
-        let outcomes = match io::run_expect(&loaded, &rt, &doc, &trace) {
-            Ok(o) => o,
-            Err(e) => return fail(2, e),
-        };
-        let all_ok = outcomes.iter().all(|o| o.ok);
-        let unavailable = !all_ok && outcomes.iter().all(|o| o.ok || o.backend_unavailable);
-        let worst = outcomes.iter().filter_map(|o| o.max_ulps).max();
-        if a.json {
-            let summary = a.trace.then(|| trace.summary());
-            println!(
-                "{}",
-                serde_json::to_string_pretty(
-                    &json!({"runs": outcomes, "all_ok": all_ok, "max_ulps": worst, "trace": summary})
-                )
-                .unwrap_or_default()
-            );
-        } else {
-            for o in &outcomes {
-                let status = if o.ok {
-                    "ok"
-                } else if o.backend_unavailable {
-                    "backend not available"
-                } else {
-                    "MISMATCH"
-                };
-                println!(
-                    "{} run {} vs {}: {status} (max gap {} ulp, allowed {}){}",
-                    o.method,
-                    o.run,
-                    o.against,
-                    o.max_ulps.map_or("-".into(), |u| u.to_string()),
-                    o.tolerance_ulps,
-                    o.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
-                );
-            }
-            println!("largest ulp gap: {}", worst.map_or("-".into(), |u| u.to_string()));
-            if a.trace {
-                print_trace(&trace);
-            }
-        }
-        return if all_ok {
-            ExitCode::SUCCESS
-        } else if unavailable {
-            ExitCode::from(3)
-        } else {
-            ExitCode::from(1)
-        };
+        return run_expect(&session, &read_json(path)?, &a);
     }
-    let given: Option<Vec<HostValue>> = match &a.inputs {
+    let given = match &a.inputs {
         None => None,
         Some(p) => {
-            let parsed = read_input(p).and_then(|b| {
-                serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| format!("{}: {e}", p.display()))
-            });
-            match parsed.map(|v| io::list_from_json(v.get("inputs").unwrap_or(&v), "$")) {
-                Ok(Ok(v)) => Some(v),
-                Ok(Err(e)) => return fail(2, format!("{e} ({})", p.display())),
-                Err(e) => return fail(2, e),
-            }
+            let v = read_json(p)?;
+            Some(
+                io::list_from_json(v.get("inputs").unwrap_or(&v), "$")
+                    .map_err(|e| Rejected(format!("{e} ({})", p.display())))?,
+            )
         }
     };
+    run_methods(&session, &loaded, given, &a, &multifn)
+}
+
+fn run_expect(session: &Session<'_, '_>, doc: &serde_json::Value, a: &RunArgs) -> CmdResult {
+    let outcomes = io::run_expect(session, doc)?;
+    let all_ok = outcomes.iter().all(|o| o.ok);
+    let unavailable = !all_ok && outcomes.iter().all(|o| o.ok || o.backend_unavailable);
+    let worst = outcomes.iter().filter_map(|o| o.max_ulps).max();
+    if a.json {
+        let summary = a.trace.then(|| session.trace().summary());
+        println!("{}", pretty(&json!({"runs": outcomes, "all_ok": all_ok, "max_ulps": worst, "trace": summary})));
+    } else {
+        for o in &outcomes {
+            let status = if o.ok {
+                "ok"
+            } else if o.backend_unavailable {
+                "backend not available"
+            } else {
+                "MISMATCH"
+            };
+            println!(
+                "{} run {} vs {}: {status} (max gap {} ulp, allowed {}){}",
+                o.method,
+                o.run,
+                o.against,
+                o.max_ulps.map_or("-".into(), |u| u.to_string()),
+                o.tolerance_ulps,
+                o.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
+            );
+        }
+        println!("largest ulp gap: {}", worst.map_or("-".into(), |u| u.to_string()));
+        if a.trace {
+            print_trace(session.trace());
+        }
+    }
+    Ok(if all_ok {
+        Exit::Ok
+    } else if unavailable {
+        Exit::Unavailable
+    } else {
+        Exit::Failed
+    })
+}
+
+fn run_methods(
+    session: &Session<'_, '_>,
+    loaded: &LoadedProgram<'_>,
+    given: Option<Vec<HostValue>>,
+    a: &RunArgs,
+    multifn: &ptecheck::backends::multifn::MultifnBackend,
+) -> CmdResult {
     let methods: Vec<String> = match &a.method {
         Some(m) => vec![m.clone()],
         None if given.is_some() => vec!["forward".into()],
-        None => loaded.program.plans().iter().map(|p| p.name_str().to_string()).collect(),
+        None => session.method_names(),
     };
+    if let Some(m) = methods.iter().find(|m| loaded.program.plan(m).is_none()) {
+        return Err(Rejected(format!("no method named `{m}`; methods: {}", session.method_names().join(", "))));
+    }
     let mut results = serde_json::Map::new();
-    let mut status = ExitCode::SUCCESS;
+    let mut status = Exit::Ok;
     // Load every method first and keep them alive together (as an app holding several methods
     // does), so delegates of different methods can share a loaded model; then run each.
-    let mut loaded_methods = Vec::new();
-    for name in &methods {
-        match rt.load_method(&loaded, name, ptd.as_ref(), &trace) {
-            Ok(m) => loaded_methods.push(Ok(m)),
-            Err(e) => loaded_methods.push(Err(e)),
-        }
-    }
+    let mut loaded_methods: Vec<_> = methods.iter().map(|name| session.load(name)).collect();
     for (name, m) in methods.iter().zip(loaded_methods.iter_mut()) {
         let outcome = match m {
             Err(e) => Err(e.clone()),
-            Ok(m) => (|| -> Result<Vec<HostValue>, RuntimeError> {
-                for i in 0..m.num_inputs() {
-                    let v = match &given {
-                        Some(g) => g.get(i).cloned().unwrap_or(HostValue::None),
-                        None => m.input_template(i).unwrap_or(HostValue::None),
-                    };
-                    m.set_input(i, &v)?;
-                }
-                m.execute()?;
-                m.outputs()
-            })(),
+            Ok(m) => Session::execute(m, given.as_deref()),
         };
         match outcome {
             Ok(outs) => {
@@ -378,29 +443,21 @@ fn run(a: RunArgs) -> ExitCode {
             Err(e) => {
                 eprintln!("error: {e}");
                 results.insert(name.clone(), json!({"error": e.to_string(), "code": format!("{:?}", e.code())}));
-                status = if matches!(e, RuntimeError::BackendNotAvailable { .. }) {
-                    ExitCode::from(3)
-                } else {
-                    ExitCode::from(1)
-                };
+                status = status.max(exit_of(&e));
             }
         }
     }
     let (loads, live, resident) = multifn.table.totals();
     drop(loaded_methods);
     if a.json {
-        let summary = a.trace.then(|| trace.summary());
+        let summary = a.trace.then(|| session.trace().summary());
         let models = a.trace.then(|| {
             json!({"loads": loads, "live_while_loaded": live, "resident_bytes_while_loaded": resident,
                    "per_key": multifn.table.stats().into_iter().map(|(k, s)| json!({"cache_key": k.cache_key, "stats": s})).collect::<Vec<_>>()})
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({"methods": results, "trace": summary, "multifn_models": models}))
-                .unwrap_or_default()
-        );
+        println!("{}", pretty(&json!({"methods": results, "trace": summary, "multifn_models": models})));
     } else if a.trace {
-        print_trace(&trace);
+        print_trace(session.trace());
         if loads > 0 {
             println!(
                 "multifn models: {loads} load(s); {live} live, {resident} resident bytes while the methods were loaded"
@@ -410,10 +467,10 @@ fn run(a: RunArgs) -> ExitCode {
             }
         }
     }
-    status
+    Ok(status)
 }
 
-fn print_trace(trace: &ptecheck::runtime::Trace) {
+fn print_trace(trace: &Trace) {
     let s = trace.summary();
     println!(
         "trace: {} init, {} init failed, {} execute, {} destroy, {} live, peak handle bytes {}",
@@ -424,41 +481,25 @@ fn print_trace(trace: &ptecheck::runtime::Trace) {
     }
 }
 
-struct EmitArgs {
-    program: Option<PathBuf>,
-    example: Option<String>,
-    output: Option<PathBuf>,
-    no_share: bool,
-    inline_delegates: bool,
-    allow_while: bool,
-    save_json: bool,
-    listing: bool,
-}
-
-fn emit(a: EmitArgs) -> ExitCode {
+fn emit(a: EmitArgs) -> CmdResult {
     use ptecheck::gen::examples::{example, EXAMPLES};
     let program = match (&a.program, &a.example) {
         (Some(path), _) => {
-            let text = match read_input(path)
-                .and_then(|b| String::from_utf8(b).map_err(|e| format!("{}: {e}", path.display())))
-            {
-                Ok(t) => t,
-                Err(e) => return fail(2, e),
-            };
-            match ptecheck::ir::saved::load(&text) {
-                Ok(p) => p,
-                Err(e) => return fail(2, format!("{e} ({})", path.display())),
-            }
+            let text =
+                String::from_utf8(read_input(path)?).map_err(|e| Rejected(format!("{}: {e}", path.display())))?;
+            ptecheck::ir::saved::load(&text).map_err(|e| Rejected(format!("{e} ({})", path.display())))?
         }
-        (None, Some(name)) => match example(name) {
-            Some(p) => p,
-            None => return fail(2, format!("no example `{name}`; examples: {}", EXAMPLES.join(", "))),
-        },
-        (None, None) => return fail(2, format!("give PROGRAM.json or --example NAME ({})", EXAMPLES.join(", "))),
+        (None, Some(name)) => {
+            example(name).ok_or_else(|| Rejected(format!("no example `{name}`; examples: {}", EXAMPLES.join(", "))))?
+        }
+        (None, None) => return Err(Rejected(format!("give PROGRAM.json or --example NAME ({})", EXAMPLES.join(", ")))),
     };
     if a.save_json {
         print!("{}", ptecheck::ir::saved::save(&program));
-        return ExitCode::SUCCESS;
+        return Ok(Exit::Ok);
+    }
+    if a.output.is_none() && !a.listing {
+        return Err(Rejected("give -o OUT.pte (or --listing / --save-json)".into()));
     }
     let opts = ptecheck::emit::EmitOptions {
         share: !a.no_share,
@@ -471,171 +512,157 @@ fn emit(a: EmitArgs) -> ExitCode {
         .and_then(|e| e.to_bytes().map_err(|e| e.to_string()))
     {
         Ok(b) => b,
-        Err(e) => return fail(1, e),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(Exit::Failed);
+        }
     };
     if a.listing {
-        match ptecheck::format::load(&bytes) {
+        match format::load(&bytes) {
             Ok(l) => print!("{}", ptecheck::inspect::listing(&l)),
-            Err(e) => return fail(1, format!("emitted program does not load: {e}")),
-        }
-    }
-    match &a.output {
-        Some(path) => {
-            if let Err(e) = std::fs::write(path, &bytes) {
-                return fail(2, format!("cannot write {}: {e}", path.display()));
-            }
-            if !a.listing {
-                println!("wrote {} ({} bytes)", path.display(), bytes.len());
+            Err(e) => {
+                eprintln!("error: emitted program does not load: {e}");
+                return Ok(Exit::Failed);
             }
         }
-        None if !a.listing => return fail(2, "give -o OUT.pte (or --listing / --save-json)"),
-        None => {}
     }
-    ExitCode::SUCCESS
-}
-
-fn parse_shard(s: &str) -> Result<(u64, u64), String> {
-    let (i, n) = s.split_once('/').ok_or("shard must be I/N")?;
-    let (i, n): (u64, u64) = (i.parse().map_err(|_| "bad shard index")?, n.parse().map_err(|_| "bad shard count")?);
-    if n == 0 || i >= n {
-        return Err(format!("shard {i}/{n}: need 0 <= I < N"));
+    if let Some(path) = &a.output {
+        std::fs::write(path, &bytes).map_err(|e| Rejected(format!("cannot write {}: {e}", path.display())))?;
+        if !a.listing {
+            println!("wrote {} ({} bytes)", path.display(), bytes.len());
+        }
     }
-    Ok((i, n))
+    Ok(Exit::Ok)
 }
 
-fn parse_fault(s: &str) -> Result<ptecheck::fault::Fault, String> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
-        let names: Vec<&str> = ptecheck::fault::Fault::all().iter().map(|f| f.name()).collect();
-        format!("unknown fault `{s}`; faults: {}", names.join(", "))
-    })
-}
-
-struct CampaignArgs {
-    cases: u64,
-    seed: u64,
-    case: Option<u64>,
-    config: Option<PathBuf>,
-    shard: Option<(u64, u64)>,
-    no_swarm: bool,
-    fault: Option<ptecheck::fault::Fault>,
-    keep_going: bool,
-    json: bool,
-}
-
-fn campaign(a: CampaignArgs) -> ExitCode {
-    use ptecheck::oracle::campaign::{run, CampaignOptions};
-    use std::io::IsTerminal;
+fn campaign(a: CampaignArgs) -> CmdResult {
+    use ptecheck::oracle::campaign::{run_with, CampaignOptions, Progress};
     let config = match &a.config {
         None => ptecheck::gen::GenConfig::default(),
-        Some(p) => {
-            match read_input(p).and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("{}: {e}", p.display()))) {
-                Ok(c) => c,
-                Err(e) => return fail(2, e),
-            }
-        }
+        Some(p) => serde_json::from_value(read_json(p)?).map_err(|e| Rejected(format!("{}: {e}", p.display())))?,
     };
     let opts = CampaignOptions {
         cases: a.cases,
         seed: a.seed,
         config,
+        config_path: a.config.as_ref().map(|p| p.display().to_string()),
         shard: a.shard.unwrap_or((0, 1)),
         swarm: !a.no_swarm,
         fault: a.fault,
         only_case: a.case,
         stop_on_failure: !a.keep_going,
-        progress: !a.json && std::io::stderr().is_terminal(),
         ..CampaignOptions::default()
     };
-    let r = run(&opts);
+    let bar = if !a.json && std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {per_sec} eta {eta} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let r = run_with(&opts, &mut |p: Progress| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+        if p.failures > 0 {
+            bar.set_message(format!("{} failing", p.failures));
+        }
+    });
+    bar.finish_and_clear();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     } else {
-        println!(
-            "cases {}  failures {}  {:.1} programs/s  ({:.1} s)",
-            r.cases, r.failures, r.programs_per_second, r.elapsed_seconds
-        );
-        println!("invariants checked:");
-        for (k, v) in &r.invariants {
-            println!("  {k:<9} {v}");
-        }
-        println!("features generated (programs):");
-        let mut names: Vec<String> = ptecheck::gen::feature_names();
-        names.extend(r.features.keys().filter(|k| !names.contains(k)).cloned().collect::<Vec<_>>());
-        for f in &names {
-            println!("  {f:<34} {}", r.features.get(f.as_str()).copied().unwrap_or(0));
-        }
-        let t = &r.timings;
-        println!(
-            "time: generate {:.2}s emit {:.2}s write {:.2}s load {:.2}s init {:.2}s execute {:.2}s eager {:.2}s compare {:.2}s",
-            r.generate.as_secs_f64(),
-            t.emit.as_secs_f64(),
-            t.write.as_secs_f64(),
-            t.load.as_secs_f64(),
-            t.init.as_secs_f64(),
-            t.execute.as_secs_f64(),
-            t.eager.as_secs_f64(),
-            t.compare.as_secs_f64()
-        );
-        if let Some(f) = &r.failure {
-            println!(
-                "\nFAILURE at seed {} case {} (shrunk from {} to {} nodes)",
-                f.seed, f.case, f.original_nodes, f.shrunk_nodes
-            );
-            for x in &f.failures {
-                println!("  {}: {}", x.invariant, x.detail);
-            }
-            println!("reproduce: {}", f.command);
-            println!("\nprogram (text form):\n{}", f.program_text);
-            println!("program (saved JSON; `ptecheck emit FILE.json --listing`):\n{}", f.program_json);
-        }
+        print_campaign(&r);
     }
-    if r.failures > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
+    println!(
+        "cases {}  failures {}  {:.1} programs/s  ({:.1} s)",
+        r.cases, r.failures, r.programs_per_second, r.elapsed_seconds
+    );
+    println!("invariants checked:");
+    for (k, v) in &r.invariants {
+        println!("  {k:<9} {v}");
+    }
+    println!("features generated (programs):");
+    let mut names: Vec<String> = ptecheck::gen::feature_names();
+    let extra: Vec<String> = r.features.keys().filter(|k| !names.contains(k)).cloned().collect();
+    names.extend(extra);
+    for f in &names {
+        println!("  {f:<34} {}", r.features.get(f.as_str()).copied().unwrap_or(0));
+    }
+    let t = &r.timings;
+    println!(
+        "time: generate {:.2}s emit {:.2}s write {:.2}s load {:.2}s init {:.2}s execute {:.2}s eager {:.2}s compare {:.2}s negative {:.2}s",
+        r.generate.as_secs_f64(),
+        t.emit.as_secs_f64(),
+        t.write.as_secs_f64(),
+        t.load.as_secs_f64(),
+        t.init.as_secs_f64(),
+        t.execute.as_secs_f64(),
+        t.eager.as_secs_f64(),
+        t.compare.as_secs_f64(),
+        t.negative.as_secs_f64()
+    );
+    if let Some(f) = &r.failure {
+        println!(
+            "\nFAILURE at seed {} case {} (shrunk from {} to {} nodes)",
+            f.seed, f.case, f.original_nodes, f.shrunk_nodes
+        );
+        for x in &f.failures {
+            println!("  {}: {}", x.invariant, x.detail);
+        }
+        println!("reproduce: {}", f.command);
+        println!("\nprogram (text form):\n{}", f.program_text);
+        println!("program (saved JSON; `ptecheck emit FILE.json --listing`):\n{}", f.program_json);
     }
 }
 
-fn mutants(cases: u64, seed: u64, json: bool) -> ExitCode {
+fn mutants(a: MutantsArgs) -> CmdResult {
     use ptecheck::oracle::campaign::CampaignOptions;
-    let base = CampaignOptions { seed, shrink_budget: 150, ..CampaignOptions::default() };
-    let results = ptecheck::oracle::mutants::run_mutants(&base, cases, &ptecheck::fault::Fault::all());
-    if json {
+    let base = CampaignOptions { seed: a.seed, shrink_budget: 150, ..CampaignOptions::default() };
+    let results = ptecheck::oracle::mutants::run_mutants(&base, a.cases, &Fault::all());
+    if a.json {
         println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
     } else {
-        println!("{:<32} {:<7} {:>14} {:>13}  invariant", "fault", "caught", "cases_to_catch", "shrunk_nodes");
+        println!(
+            "{:<32} {:<7} {:>14} {:>13}  invariant (expected)",
+            "fault", "caught", "cases_to_catch", "shrunk_nodes"
+        );
         for r in &results {
             println!(
-                "{:<32} {:<7} {:>14} {:>13}  {}",
+                "{:<32} {:<7} {:>14} {:>13}  {} ({})",
                 r.name,
                 r.caught,
                 r.cases_to_catch.map_or("-".into(), |c| c.to_string()),
                 r.shrunk_nodes.map_or("-".into(), |c| c.to_string()),
-                r.invariant.clone().unwrap_or_default()
+                r.invariant.clone().unwrap_or_default(),
+                r.expected
             );
         }
     }
-    if results.iter().all(|r| r.caught) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    let all = results.iter().all(|r| r.caught && r.invariant.as_deref() == Some(r.expected.as_str()));
+    Ok(if all { Exit::Ok } else { Exit::Failed })
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Inspect { files, json, dot } => inspect(files, json, dot),
-        Command::Check { file } => check(&file),
-        Command::Campaign { cases, seed, case, config, shard, no_swarm, fault, keep_going, json } => {
-            campaign(CampaignArgs { cases, seed, case, config, shard, no_swarm, fault, keep_going, json })
-        }
-        Command::Mutants { cases, seed, json } => mutants(cases, seed, json),
-        Command::Emit { program, example, output, no_share, inline_delegates, allow_while, save_json, listing } => {
-            emit(EmitArgs { program, example, output, no_share, inline_delegates, allow_while, save_json, listing })
-        }
-        Command::Run { file, method, inputs, data, options, json, trace, expect, budget } => {
-            run(RunArgs { file, method, inputs, data, options, json, trace, expect, budget })
+    let result = match Cli::parse().command {
+        Command::Inspect(a) => inspect(a),
+        Command::Check(a) => check(a),
+        Command::Run(a) => run(a),
+        Command::Emit(a) => emit(a),
+        Command::Campaign(a) => campaign(a),
+        Command::Mutants(a) => mutants(a),
+    };
+    match result {
+        Ok(e) => e.code(),
+        Err(Rejected(msg)) => {
+            eprintln!("error: {msg}");
+            Exit::Rejected.code()
         }
     }
 }

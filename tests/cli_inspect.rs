@@ -70,11 +70,115 @@ fn rejected_file_exits_2_with_one_error_line() {
 }
 
 #[test]
-fn default_inspects_every_shipped_sample() {
-    let out = bin().arg("inspect").output().expect("runs");
+fn a_folder_inspects_every_file_in_it_and_no_argument_is_a_usage_error() {
+    let dir = format!("{}/corpus/real", env!("CARGO_MANIFEST_DIR"));
+    let out = bin().args(["inspect", &dir]).output().expect("runs");
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
     assert_eq!(s.matches("== ").count(), 17, "{s}");
+    // An installed binary has no corpus to fall back on: FILE is required.
+    let none = bin().arg("inspect").output().expect("runs");
+    assert_eq!(none.status.code(), Some(2));
+}
+
+fn tmp(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ptecheck-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    dir
+}
+
+/// cpu_linear_relu with its weight moved to a `.ptd` (EXTERNAL, fqn `linear.weight`): the
+/// program, the `.ptd` and the original recording.
+fn external_weight_case(dir: &std::path::Path) -> (String, String, String) {
+    use ptecheck::program::{EValue, ExtraTensorInfo, TensorDataLocation};
+    let data = std::fs::read(corpus("cpu_linear_relu")).expect("read");
+    let loaded = ptecheck::format::load(&data).expect("loads");
+    let mut p = loaded.program.clone();
+    let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+    let (idx, t) = plan
+        .values
+        .as_mut()
+        .expect("values")
+        .iter_mut()
+        .filter_map(|v| match v {
+            EValue::Tensor(t) if t.data_buffer_idx > 0 && t.sizes.as_ref().is_some_and(|s| s.len() == 2) => Some(t),
+            _ => None,
+        })
+        .map(|t| (t.data_buffer_idx as usize, t))
+        .next()
+        .expect("a 2-d constant");
+    let n: usize = t.sizes.iter().flatten().map(|s| *s as usize).product::<usize>() * 4;
+    let weight = loaded.constants[idx][..n].to_vec();
+    t.data_buffer_idx = 0;
+    t.extra_tensor_info = Some(ExtraTensorInfo {
+        location: TensorDataLocation::EXTERNAL,
+        fully_qualified_name: Some("linear.weight".into()),
+        ..Default::default()
+    });
+    let pte = ptecheck::format::write(&p, &loaded.segments, &Default::default()).expect("writes");
+    let ptd = ptecheck::format::write_ptd(&[("linear.weight", None, &weight[..])], 16);
+    let (a, b) = (dir.join("ext.pte"), dir.join("ext.ptd"));
+    std::fs::write(&a, pte).expect("write");
+    std::fs::write(&b, ptd).expect("write");
+    let io = format!("{}/corpus/real/cpu_linear_relu.io.json", env!("CARGO_MANIFEST_DIR"));
+    (a.display().to_string(), b.display().to_string(), io)
+}
+
+#[test]
+fn run_expect_uses_the_external_data_file() {
+    let dir = tmp("ptd");
+    let (pte, ptd, io) = external_weight_case(&dir);
+    let with = bin().args(["run", &pte, "--data", &ptd, "--expect", &io]).output().expect("runs");
+    assert_eq!(
+        with.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&with.stdout),
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert!(String::from_utf8_lossy(&with.stdout).contains("largest ulp gap: 0"));
+    let without = bin().args(["run", &pte, "--expect", &io]).output().expect("runs");
+    assert_eq!(without.status.code(), Some(1), "without the .ptd the weight is missing");
+}
+
+#[test]
+fn inspect_shows_a_ptd_file() {
+    let dir = tmp("ptd-inspect");
+    let (_, ptd, _) = external_weight_case(&dir);
+    let out = bin().args(["inspect", &ptd]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("external data (.ptd)") && text.contains("linear.weight: segment 0 128 B"), "{text}");
+    let json = bin().args(["inspect", "--json", &ptd]).output().expect("runs");
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(v["entries"][0]["key"], "linear.weight");
+    assert_eq!(v["entries"][0]["len"], 128);
+}
+
+#[test]
+fn an_unknown_method_is_a_bad_argument() {
+    let out = bin().args(["run", &corpus("cpu_add_mul"), "--method", "nope"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no method named `nope`"));
+}
+
+#[test]
+fn a_failure_found_with_a_config_and_no_swarm_replays_from_its_printed_command() {
+    let dir = tmp("replay");
+    let cfg = dir.join("cfg.json");
+    std::fs::write(&cfg, r#"{"max_nodes": 12}"#).expect("write");
+    let cfg = cfg.display().to_string();
+    let out = bin()
+        .args(["campaign", "--cases", "256", "--config", &cfg, "--no-swarm", "--fault", "drop_last_delegate_output"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cmd = text.lines().find_map(|l| l.strip_prefix("reproduce: ptecheck ")).expect("replay line");
+    assert!(cmd.contains(&format!("--config {cfg}")) && cmd.contains("--no-swarm"), "{cmd}");
+    let again = bin().args(cmd.split(' ')).output().expect("runs");
+    assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stdout));
+    assert!(String::from_utf8_lossy(&again.stdout).starts_with("cases 1  failures 1"));
 }
 
 #[test]

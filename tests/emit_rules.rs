@@ -628,6 +628,28 @@ fn sh2_default_off_is_byte_identical_to_the_snapshot_behaviour() {
     let a = emit(&p, &opts(true)).expect("e").to_bytes().expect("w");
     let b = emit(&p, &opts(false)).expect("e").to_bytes().expect("w");
     assert_eq!(a, b, "no backend opted in: sharing changes nothing");
+    // The bytes are pinned (`PTECHECK_WRITE_SNAPSHOTS=1` rewrites the file; review the diff).
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/sh2_not_opted_in.pte");
+    if std::env::var("PTECHECK_WRITE_SNAPSHOTS").is_ok() {
+        std::fs::write(&golden, &a).expect("write snapshot");
+    }
+    assert!(std::fs::read(&golden).expect("snapshot committed") == a, "emission changed: {}", golden.display());
+    // Same shape as what ExecuTorch itself emits for three calls of one module
+    // (demo_repeated_call_3x.pte): one delegate per call site, in call order, one blob segment.
+    let real =
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/real/demo_repeated_call_3x.pte"))
+            .expect("real file");
+    let real = format::load(&real).expect("loads");
+    let ours = format::load(&a).expect("loads");
+    let shape = |l: &format::LoadedProgram<'_>| {
+        let f = plan(&l.program, "forward");
+        let indices: Vec<i32> = delegate_calls(f).iter().map(|(d, _)| *d).collect();
+        let blobs: std::collections::BTreeSet<_> =
+            f.delegate_list().iter().filter_map(|d| d.processed.map(|p| (p.location.0, p.index))).collect();
+        (f.delegate_list().len(), indices, blobs.len())
+    };
+    assert_eq!(shape(&ours), (3, vec![0, 1, 2], 1));
+    assert_eq!(shape(&ours), shape(&real));
 }
 
 #[test]
@@ -738,10 +760,36 @@ fn sh12_the_demo_backend_opts_in() {
 }
 
 #[test]
-fn sh13_decided_cases_are_tested_here() {
-    // Index check at load: sh9; control flow: p6; multi-method: p4; init count: sh7.
-    let p = emitted(&example("cond-delegates").expect("ex"), true);
-    assert_eq!(plan(&p, "forward").delegate_list().len(), 1);
+fn sh13_each_case_the_seed_leaves_open_is_decided() {
+    // P2/P3 (SH9): an out-of-range delegate_index is rejected at init, before any backend init.
+    let mut e = emit(&example("denoise-loop").expect("ex"), &opts(true)).expect("emits");
+    if let Some(Instruction::DelegateCall(d)) =
+        e.program.execution_plan.as_mut().expect("p")[0].chains.as_mut().expect("c")[0]
+            .instructions
+            .as_mut()
+            .expect("i")
+            .get_mut(0)
+    {
+        d.delegate_index = 7;
+    }
+    let bytes = e.to_bytes().expect("writes");
+    let l = format::load(&bytes).expect("loads");
+    let trace = Trace::default();
+    let err = default_runtime().load_method(&l, "forward", None, &trace).err().expect("rejected");
+    assert_eq!((err.code(), trace.summary().inits), (ptecheck::runtime::ErrorCode::InvalidProgram, 0));
+    // P6: calls in both branches of a cond share one delegate.
+    let p = example("cond-delegates").expect("ex");
+    assert_eq!(plan(&emitted(&p, true), "forward").delegate_list().len(), 1);
+    let (got, want, t) = run(&p, opts(true), "forward").expect("runs");
+    assert_eq!((got == want, t.inits), (true, 1));
+    // SH1/P4 (the multi-method path): one delegate per method calling the module.
+    let p = emitted(&example("multi-method").expect("ex"), true);
+    assert_eq!((plan(&p, "forward").delegate_list().len(), plan(&p, "prefill").delegate_list().len()), (1, 1));
+    // SH7: ten calls of a shared module make one init (ten without sharing).
+    let p = example("denoise-loop").expect("ex");
+    let (_, _, shared) = run(&p, opts(true), "forward").expect("runs");
+    let (_, _, unshared) = run(&p, opts(false), "forward").expect("runs");
+    assert_eq!((shared.inits, unshared.inits), (1, 10));
 }
 
 // ---------------------------------------------------------------- D: our choices

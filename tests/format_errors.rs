@@ -453,25 +453,62 @@ fn shared_table_bomb_is_bounded() {
 }
 
 #[test]
-fn every_truncation_of_a_real_file_is_rejected_without_panic() {
-    for name in ["cond_cpu", "xnn_delegate_inline", "legacy_et021_inline_constants"] {
+fn every_truncation_of_a_real_file_is_rejected_or_only_drops_unused_bytes() {
+    for name in ["cond_cpu", "xnn_delegate_inline", "demo_repeated_call_3x", "legacy_et021_inline_constants"] {
         let d = real(name);
+        let full = format::load(&d).expect("loads");
+        let has_header = full.header.is_some();
+        let mut accepted = Vec::new();
         for len in 0..d.len() {
-            let _ = format::load(&d[..len]);
+            match format::load(&d[..len]) {
+                Err(e) => assert!(!e.to_string().is_empty(), "{name}[..{len}]"),
+                Ok(l) => {
+                    // A prefix that still loads only lost bytes nothing refers to.
+                    assert_eq!(l.program, full.program, "{name}[..{len}] loads another program");
+                    accepted.push(len);
+                }
+            }
+        }
+        if has_header {
+            // With an extended header the file's length is declared: every cut is detected.
+            assert_eq!(accepted, Vec::<usize>::new(), "{name}");
+        } else {
+            // Without one only trailing bytes after the last referenced one can go.
+            assert!(accepted.iter().all(|l| *l + 16 >= d.len()), "{name}: {accepted:?} of {}", d.len());
         }
     }
 }
 
 #[test]
-fn every_single_byte_flip_of_a_real_file_is_handled() {
+fn every_single_byte_flip_of_a_real_file_is_rejected_or_handled() {
     let d = real("demo_repeated_call_3x");
-    let mut accepted = 0;
+    let full = format::load(&d).expect("loads");
+    let rt = ptecheck::backends::default_runtime();
+    let (mut rejected, mut same, mut changed) = (0, 0, 0);
     for i in 0..d.len() {
         let mut m = d.clone();
         m[i] ^= 0xff;
-        if format::load(&m).is_ok() {
-            accepted += 1;
+        match format::load(&m) {
+            Err(e) => {
+                rejected += 1;
+                // The preamble's identifier is checked exactly.
+                if (4..8).contains(&i) {
+                    assert_eq!(e.kind(), "WrongIdentifier", "flip at {i}");
+                }
+            }
+            Ok(l) => {
+                assert!(!(4..8).contains(&i), "flip at {i} of the identifier accepted");
+                if l.program == full.program {
+                    same += 1;
+                } else {
+                    changed += 1;
+                }
+                // Whatever loads is checked and run without a panic, hang or leak.
+                let _ = ptecheck::runtime::check_program(&l);
+                let _ = ptecheck::oracle::fuzz::run_all(&l, &rt);
+            }
         }
     }
-    assert!(accepted < d.len(), "some flips must be rejected");
+    assert_eq!(rejected + same + changed, d.len());
+    assert!(rejected > 0 && changed > 0, "rejected {rejected}, unchanged {same}, changed {changed}");
 }

@@ -1,14 +1,14 @@
 //! Replays every committed fuzz input (`corpus/<target>/**`) through the same library function
-//! the fuzz target calls, under the same allocation guard (no growth beyond 4 x input + 1 MiB),
-//! and checks the crafted regression inputs for ExecuTorch's published loader vulnerabilities
-//! are each rejected with their typed error.
+//! the fuzz target calls, under the same allocation guard (no growth beyond 4 x the loaded file
+//! + 1 MiB), and asserts each input's recorded outcome class (`corpus/<target>/outcomes.txt`:
+//! rejected at load with its error kind, refused at init, failed at execute, ran).
 //!
-//! `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_replay` regenerates the crafted inputs.
+//! The guard is a global allocator: this binary holds one test, so nothing else allocates while
+//! a limit is set. `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_replay` records the outcomes
+//! of new inputs (review the diff).
 
-use ptecheck::format::{self, FormatError};
-use ptecheck::oracle::fuzz;
-use ptecheck::program::*;
-use ptecheck::runtime::{ErrorCode, HostValue, RuntimeError, Trace};
+use ptecheck::oracle::fuzz::{self, Outcome};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[global_allocator]
@@ -35,202 +35,70 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn real(name: &str) -> Vec<u8> {
-    std::fs::read(corpus().join(format!("real/{name}.pte"))).expect("real file")
+/// Runs `load` under the guard sized from `file`.
+fn guarded(file: &[u8]) -> Outcome {
+    let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * file.len() + (1 << 20));
+    let outcome = fuzz::load_pte(file);
+    let _ = ALLOC.set_limit(usize::MAX);
+    outcome
 }
 
-/// Re-encodes a real file after `edit` changes its program.
-fn edited(name: &str, edit: impl FnOnce(&mut Program)) -> Vec<u8> {
-    let d = real(name);
-    let l = format::load(&d).expect("loads");
-    let mut p = l.program.clone();
-    edit(&mut p);
-    format::write(&p, &l.segments, &Default::default()).expect("writes")
-}
-
-fn plan0(p: &mut Program) -> &mut ExecutionPlan {
-    &mut p.execution_plan.as_mut().expect("plans")[0]
-}
-
-fn tensor(p: &mut Program, v: usize) -> &mut Tensor {
-    match &mut plan0(p).values.as_mut().expect("values")[v] {
-        EValue::Tensor(t) => t,
-        other => panic!("value {v} is {}", other.kind()),
-    }
-}
-
-/// What a crafted input must produce.
-enum Expect {
-    Load(&'static str),
-    Init(ErrorCode),
-    Execute(ErrorCode),
-}
-
-fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
-    vec![
-        (
-            "cve-2025-30404-allocation-start-plus-size-wraps.pte",
-            edited("cpu_add_mul", |p| {
-                let a = tensor(p, 0).allocation_info.as_mut().expect("planned");
-                a.memory_offset_low = u32::MAX - 4;
-                a.memory_offset_high = u32::MAX;
-            }),
-            Expect::Init(ErrorCode::MemoryAllocationFailed),
-        ),
-        (
-            "cve-2025-30405-planned-offset-plus-size-overflow.pte",
-            edited("cpu_add_mul", |p| {
-                tensor(p, 1).allocation_info.as_mut().expect("planned").memory_offset_low = 0x7fff_fff0
-            }),
-            Expect::Init(ErrorCode::MemoryAllocationFailed),
-        ),
-        (
-            "cve-2025-54949-et-copy-index-past-destination.pte",
-            edited("map_cpu", |p| tensor(p, 2).sizes = Some(vec![1, 2])),
-            Expect::Execute(ErrorCode::InvalidArgument),
-        ),
-        (
-            "cve-2025-54950-kernel-argument-count.pte",
-            edited("cpu_add_mul", |p| {
-                if let Instruction::KernelCall(k) =
-                    &mut plan0(p).chains.as_mut().expect("c")[0].instructions.as_mut().expect("i")[0]
-                {
-                    k.args = Some(vec![0, 1, 3, 2]);
-                }
-            }),
-            Expect::Init(ErrorCode::InvalidProgram),
-        ),
-        (
-            "cve-2025-54950-prim-op-argument-count.pte",
-            edited("map_cpu", |p| {
-                if let Instruction::KernelCall(k) =
-                    &mut plan0(p).chains.as_mut().expect("c")[0].instructions.as_mut().expect("i")[5]
-                {
-                    k.args = Some(vec![3, 12]);
-                }
-            }),
-            Expect::Init(ErrorCode::InvalidProgram),
-        ),
-        (
-            "cve-2025-54951-tensor-rank-above-16.pte",
-            edited("cpu_add_mul", |p| {
-                let t = tensor(p, 2);
-                t.sizes = Some(vec![1; 17]);
-                t.dim_order = Some((0..17).collect());
-            }),
-            Expect::Init(ErrorCode::InvalidProgram),
-        ),
-        (
-            "cve-2025-54952-list-count-times-element-size.pte",
-            {
-                // An IntList whose item count is far past the end of the file.
-                let marker = 0x0123_4567_89ab_cdefi64;
-                let mut d = edited("cpu_linear_relu", |p| {
-                    if let EValue::IntList(items) = &mut plan0(p).values.as_mut().expect("v")[8] {
-                        *items = Some(vec![marker]);
-                    }
-                });
-                let at = d.windows(8).position(|w| w == marker.to_le_bytes()).expect("marker");
-                d[at - 4..at].copy_from_slice(&0x2000_0000u32.to_le_bytes());
-                d
-            },
-            Expect::Load("Malformed"),
-        ),
-        (
-            "delegate-without-processed.pte",
-            edited("demo_backend_whole_module", |p| plan0(p).delegates.as_mut().expect("d")[0].processed = None),
-            Expect::Init(ErrorCode::InvalidProgram),
-        ),
-        (
-            "delegate-without-id.pte",
-            edited("demo_backend_whole_module", |p| plan0(p).delegates.as_mut().expect("d")[0].id = None),
-            Expect::Init(ErrorCode::InvalidProgram),
-        ),
-        (
-            "inline-reference-without-backend-delegate-data.pte",
-            edited("demo_backend_whole_module", |p| {
-                p.backend_delegate_data = None;
-                plan0(p).delegates.as_mut().expect("d")[0].processed =
-                    Some(BackendDelegateDataReference { location: DataLocation::INLINE, index: 0 });
-            }),
-            Expect::Load("InlineDataAbsent"),
-        ),
-    ]
-}
-
-#[test]
-fn crafted_regressions_are_committed_and_rejected_with_typed_errors() {
-    let dir = corpus().join("load_pte/regressions");
-    let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();
-    for (name, bytes, expect) in regressions() {
-        let path = dir.join(name);
-        if write {
-            std::fs::create_dir_all(&dir).expect("dir");
-            std::fs::write(&path, &bytes).expect("write");
-        }
-        let committed =
-            std::fs::read(&path).unwrap_or_else(|_| panic!("{name} is not committed (PTECHECK_WRITE_CORPUS=1)"));
-        assert_eq!(committed, bytes, "{name}: committed bytes are stale");
-        let rt = ptecheck::backends::default_runtime();
-        match (format::load(&committed), expect) {
-            (Err(e), Expect::Load(kind)) => assert_eq!(e.kind(), kind, "{name}: {e}"),
-            (Err(e), _) => panic!("{name}: rejected at load ({e}), expected later"),
-            (Ok(_), Expect::Load(kind)) => panic!("{name}: loaded, expected {kind}"),
-            (Ok(l), Expect::Init(code)) => {
-                let trace = Trace::default();
-                let err =
-                    rt.load_method(&l, "forward", None, &trace).err().unwrap_or_else(|| panic!("{name}: accepted"));
-                assert!(matches!(err, RuntimeError::Check(_)), "{name}: {err}");
-                assert_eq!(err.code(), code, "{name}: {err}");
-                assert_eq!(trace.summary().inits, 0, "{name}: no backend init");
-            }
-            (Ok(l), Expect::Execute(code)) => {
-                let mut m = rt.load_method(&l, "forward", None, &Trace::default()).expect("passes init");
-                for i in 0..m.num_inputs() {
-                    let v = m.input_template(i).unwrap_or(HostValue::None);
-                    m.set_input(i, &v).expect("input");
-                }
-                let err = m.execute().expect_err("rejected while executing");
-                assert_eq!(err.code(), code, "{name}: {err}");
-            }
-        }
-    }
-    let _ = FormatError::Empty;
-}
-
-#[test]
-fn every_committed_fuzz_input_replays_cleanly_under_the_allocation_guard() {
-    type Entry = fn(&[u8]) -> fuzz::Outcome;
-    // `structured` generates and checks outside the guard (as its fuzz target does); only the
-    // loading of the mutated file runs under it.
-    fn structured_guarded(data: &[u8]) -> fuzz::Outcome {
-        let _ = ALLOC.set_limit(usize::MAX);
-        let file = fuzz::structured_file(data);
-        let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * file.len() + (1 << 20));
-        fuzz::load_pte(&file)
-    }
-    let targets: [(&str, Entry); 4] = [
-        ("load_pte", fuzz::load_pte),
-        ("structured", structured_guarded),
-        ("saved_json", fuzz::saved_json),
-        ("mutate_real", fuzz::mutate_real),
-    ];
-    for (target, entry) in targets {
-        let inputs = files(&corpus().join(target));
-        assert!(!inputs.is_empty(), "corpus/{target} has no inputs");
-        let mut counts = [0usize; 3];
-        for path in inputs {
-            let data = std::fs::read(&path).expect("read");
+/// One fuzz target's entry: the unguarded preparation half, then the guarded load.
+fn replay(target: &str, data: &[u8]) -> Outcome {
+    match target {
+        "load_pte" => guarded(data),
+        // Generation and the invariant check run outside the guard, as in the fuzz target.
+        "structured" => guarded(&fuzz::structured_file(data)),
+        "saved_json" => {
             let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * data.len() + (1 << 20));
-            let outcome = std::panic::catch_unwind(|| entry(&data));
+            let outcome = fuzz::saved_json(data);
             let _ = ALLOC.set_limit(usize::MAX);
-            match outcome {
-                Ok(fuzz::Outcome::Rejected) => counts[0] += 1,
-                Ok(fuzz::Outcome::Refused) => counts[1] += 1,
-                Ok(fuzz::Outcome::Ran) => counts[2] += 1,
-                Err(_) => panic!("{target}: {} crashed", path.display()),
-            }
+            outcome
         }
-        eprintln!("{target}: rejected {}, refused {}, ran {}", counts[0], counts[1], counts[2]);
+        "mutate_real" => match fuzz::mutate_real_file(data) {
+            Some(file) => guarded(&file),
+            None => Outcome::NotAProgram,
+        },
+        other => panic!("unknown target {other}"),
+    }
+}
+
+#[test]
+fn every_committed_fuzz_input_replays_to_its_recorded_outcome_under_the_allocation_guard() {
+    let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();
+    for target in ["load_pte", "structured", "saved_json", "mutate_real"] {
+        let dir = corpus().join(target);
+        let inputs: Vec<PathBuf> = files(&dir).into_iter().filter(|p| !p.ends_with("outcomes.txt")).collect();
+        assert!(!inputs.is_empty(), "corpus/{target} has no inputs");
+        let record = dir.join("outcomes.txt");
+        let recorded: BTreeMap<String, String> = std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once('\t').map(|(a, b)| (a.to_string(), b.to_string())))
+            .collect();
+        let mut got = BTreeMap::new();
+        for path in &inputs {
+            let data = std::fs::read(path).expect("read");
+            let rel = path.strip_prefix(&dir).expect("under dir").to_string_lossy().to_string();
+            let outcome = std::panic::catch_unwind(|| replay(target, &data));
+            let _ = ALLOC.set_limit(usize::MAX);
+            let class = match outcome {
+                Ok(o) => o.class(),
+                Err(_) => panic!("{target}: {} crashed", path.display()),
+            };
+            got.insert(rel, class);
+        }
+        if write {
+            let text: String = got.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+            std::fs::write(&record, text).expect("write outcomes");
+            continue;
+        }
+        for (input, class) in &got {
+            let want = recorded
+                .get(input)
+                .unwrap_or_else(|| panic!("{target}/{input}: no recorded outcome (PTECHECK_WRITE_CORPUS=1)"));
+            assert_eq!(class, want, "{target}/{input}");
+        }
+        assert_eq!(got.len(), recorded.len(), "{target}: outcomes.txt lists inputs that are gone");
     }
 }

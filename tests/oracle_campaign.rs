@@ -73,3 +73,16 @@ fn shards_partition_the_cases() {
     let b = run(&CampaignOptions { cases: 30, shard: (2, 3), ..CampaignOptions::default() });
     assert_eq!((a.cases, b.cases), (10, 10));
 }
+
+#[test]
+fn swarm_draws_below_the_configured_limits_even_above_the_defaults() {
+    use ptecheck::oracle::campaign::case_config;
+    let mut config = ptecheck::gen::GenConfig::default();
+    config.max_depth = 4;
+    config.max_nodes = 30;
+    let opts = CampaignOptions { config, ..CampaignOptions::default() };
+    let drawn: Vec<_> = (0..400).map(|c| case_config(&opts, c)).collect();
+    assert!(drawn.iter().all(|c| c.max_depth <= 4 && c.max_nodes <= 30));
+    assert!(drawn.iter().any(|c| c.max_depth > 2), "depth above the default is drawn");
+    assert!(drawn.iter().any(|c| c.max_nodes > 8), "node counts above the default are drawn");
+}

@@ -40,8 +40,6 @@ pub struct CampaignOptions {
     pub shrink: bool,
     /// Most shrink attempts.
     pub shrink_budget: usize,
-    /// Draw a progress bar on a terminal.
-    pub progress: bool,
 }
 
 impl Default for CampaignOptions {
@@ -58,7 +56,6 @@ impl Default for CampaignOptions {
             stop_on_failure: true,
             shrink: true,
             shrink_budget: 400,
-            progress: false,
         }
     }
 }
@@ -211,22 +208,29 @@ pub fn shrink(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions, invariant: &s
 
 /// Runs a campaign.
 pub fn run(opts: &CampaignOptions) -> CampaignResult {
+    run_with(opts, &mut |_| {})
+}
+
+/// Progress of a running campaign, reported after each case.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Cases checked so far.
+    pub done: u64,
+    /// Cases this run will check.
+    pub total: u64,
+    /// Failing cases so far.
+    pub failures: u64,
+}
+
+/// Runs a campaign, calling `on_case` after every case (the CLI draws its progress bar there).
+pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> CampaignResult {
     let start = Instant::now();
     let (shard, shards) = (opts.shard.0, opts.shard.1.max(1));
     let cases: Vec<u64> = match opts.only_case {
         Some(c) => vec![c],
         None => (0..opts.cases).filter(|c| c % shards == shard).collect(),
     };
-    let bar = if opts.progress {
-        let b = indicatif::ProgressBar::new(cases.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {per_sec} eta {eta} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let total = cases.len() as u64;
     let mut invariants: BTreeMap<String, usize> = Invariant::all().iter().map(|i| (i.name().to_string(), 0)).collect();
     let mut features: BTreeMap<String, usize> = BTreeMap::new();
     let mut timings = Timings::default();
@@ -250,19 +254,17 @@ pub fn run(opts: &CampaignOptions) -> CampaignResult {
             *invariants.entry(k.clone()).or_default() += v;
         }
         timings.add(&report.timings);
-        bar.inc(1);
         if !report.ok() {
             failures += 1;
-            bar.set_message(format!("{failures} failing"));
             if first.is_none() {
                 first = Some((case, bytes, cfg, report, g));
             }
-            if opts.stop_on_failure {
-                break;
-            }
+        }
+        on_case(Progress { done: ran, total, failures });
+        if failures > 0 && opts.stop_on_failure {
+            break;
         }
     }
-    bar.finish_and_clear();
     let elapsed = start.elapsed();
     let failure = first.as_ref().map(|(case, bytes, cfg, report, g)| {
         let check = check_options(opts, *case);

@@ -12,21 +12,42 @@ use crate::format::{self, LoadedProgram};
 use crate::gen::{generate, GenConfig};
 use crate::ir::saved;
 use crate::program::{Instruction, Program};
-use crate::runtime::{HostValue, Runtime, Trace};
+use crate::runtime::{Runtime, Session};
 use arbitrary::Unstructured;
 
 /// Instruction budget per execute while fuzzing.
 pub const FUZZ_INSTRUCTION_BUDGET: u64 = 20_000;
 
-/// What happened to one input (for statistics).
+/// What happened to one input: the class `tests/fuzz_replay.rs` records for every committed
+/// input and asserts on replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Rejected by the loader.
-    Rejected,
-    /// Loaded; every method was rejected at init or failed with a typed error.
-    Refused,
+    /// Not a program (a saved-JSON input that does not parse or emit).
+    NotAProgram,
+    /// Rejected by the loader, with the `FormatError` kind.
+    Rejected(&'static str),
+    /// Loaded, with no method at all.
+    NoMethods,
+    /// Loaded; every method was rejected at init (checks, inputs or a backend's init).
+    RefusedAtInit,
+    /// Loaded; some method passed init, and every such method failed while executing.
+    FailedAtExecute,
     /// At least one method ran to completion.
     Ran,
+}
+
+impl Outcome {
+    /// A stable one-word class (`rejected:Malformed`, `init`, `ran`, ...).
+    pub fn class(self) -> String {
+        match self {
+            Outcome::NotAProgram => "not_a_program".into(),
+            Outcome::Rejected(kind) => format!("rejected:{kind}"),
+            Outcome::NoMethods => "no_methods".into(),
+            Outcome::RefusedAtInit => "init".into(),
+            Outcome::FailedAtExecute => "execute".into(),
+            Outcome::Ran => "ran".into(),
+        }
+    }
 }
 
 /// The runtime used by the fuzz entries: memory bounded relative to the input size.
@@ -39,40 +60,30 @@ pub fn fuzz_runtime(input_len: usize) -> Runtime {
     rt
 }
 
-/// Initialises and executes every method of `loaded` on zero-filled inputs.
+/// Initialises and executes every method of `loaded` on zero-filled inputs; the best outcome
+/// over the methods.
 pub fn run_all(loaded: &LoadedProgram<'_>, rt: &Runtime) -> Outcome {
-    let mut ran = false;
-    for plan in loaded.program.plans() {
-        let name = plan.name_str();
-        let trace = Trace::default();
-        let Ok(mut m) = rt.load_method(loaded, name, None, &trace) else { continue };
-        let mut ok = true;
-        for i in 0..m.num_inputs() {
-            let v = m.input_template(i).unwrap_or(HostValue::None);
-            if m.set_input(i, &v).is_err() {
-                ok = false;
-                break;
-            }
-        }
-        if ok && m.execute().is_ok() && m.outputs().is_ok() {
-            ran = true;
+    let mut best = if loaded.program.plans().is_empty() { Outcome::NoMethods } else { Outcome::RefusedAtInit };
+    for name in Session::new(loaded, rt).method_names() {
+        let session = Session::new(loaded, rt);
+        let Ok(mut m) = session.load(&name) else { continue };
+        if Session::execute(&mut m, None).is_ok() {
+            best = Outcome::Ran;
+        } else if best != Outcome::Ran {
+            best = Outcome::FailedAtExecute;
         }
         drop(m);
-        let s = trace.summary();
+        let s = session.trace().summary();
         assert_eq!(s.inits, s.destroys, "every initialised handle is destroyed (T2)");
         assert!(s.bad_destroys.is_empty(), "no handle is destroyed twice");
     }
-    if ran {
-        Outcome::Ran
-    } else {
-        Outcome::Refused
-    }
+    best
 }
 
 /// `load_pte`: raw bytes -> load -> checks -> init and execute every method.
 pub fn load_pte(data: &[u8]) -> Outcome {
     match format::load(data) {
-        Err(_) => Outcome::Rejected,
+        Err(e) => Outcome::Rejected(e.kind()),
         Ok(loaded) => {
             let _ = crate::runtime::check_program(&loaded);
             run_all(&loaded, &fuzz_runtime(data.len()))
@@ -125,13 +136,13 @@ pub fn structured_file(data: &[u8]) -> Vec<u8> {
 
 /// `saved_json`: bytes -> saved-program JSON loader -> emit (and load the result).
 pub fn saved_json(data: &[u8]) -> Outcome {
-    let Ok(text) = std::str::from_utf8(data) else { return Outcome::Rejected };
-    let Ok(p) = saved::load(text) else { return Outcome::Rejected };
+    let Ok(text) = std::str::from_utf8(data) else { return Outcome::NotAProgram };
+    let Ok(p) = saved::load(text) else { return Outcome::NotAProgram };
     match crate::emit::emit(&p, &crate::emit::EmitOptions { allow_while: true, ..Default::default() }) {
-        Err(_) => Outcome::Refused,
+        Err(_) => Outcome::NotAProgram,
         Ok(e) => match e.to_bytes() {
             Ok(bytes) => load_pte(&bytes),
-            Err(_) => Outcome::Refused,
+            Err(_) => Outcome::NotAProgram,
         },
     }
 }
@@ -274,13 +285,19 @@ pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
 /// `mutate_real`: decode a real corpus file, mutate fields of the decoded program, re-encode,
 /// load, init, execute.
 pub fn mutate_real(data: &[u8]) -> Outcome {
+    match mutate_real_file(data) {
+        Some(bytes) => load_pte(&bytes),
+        None => Outcome::NotAProgram,
+    }
+}
+
+/// The mutation half of `mutate_real`: the re-encoded file (`None` when the mutated program
+/// cannot be written), for `load_pte` (the allocation guard is sized from this file).
+pub fn mutate_real_file(data: &[u8]) -> Option<Vec<u8>> {
     let mut u = Unstructured::new(data);
     let file = REAL_FILES[u.choose_index(REAL_FILES.len()).unwrap_or(0)];
     let Ok(loaded) = format::load(file) else { unreachable!("corpus files load") };
     let mut program = loaded.program.clone();
     mutate_fields(&mut program, &mut u);
-    match format::write(&program, &loaded.segments, &Default::default()) {
-        Ok(bytes) => load_pte(&bytes),
-        Err(_) => Outcome::Rejected,
-    }
+    format::write(&program, &loaded.segments, &Default::default()).ok()
 }

@@ -14,7 +14,7 @@ use crate::backends::multifn::{self, MultifnBackend};
 use crate::format::LoadedProgram;
 use crate::ir::eval::CallRecord;
 use crate::ir::IrProgram;
-use crate::runtime::{Backend, ErrorCode, HostValue, Runtime, RuntimeError, Site, Trace, TraceEvent};
+use crate::runtime::{Backend, ErrorCode, HostValue, Runtime, RuntimeError, Session, Site, TraceEvent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,22 +81,16 @@ pub fn run_method(
     t: &mut Timings,
 ) -> MethodRun {
     rig.ledger.clear();
-    let trace = Trace::default();
+    let session = Session::new(loaded, &rig.rt);
     let start = Instant::now();
-    let loaded_method = rig.rt.load_method(loaded, name, None, &trace);
+    let loaded_method = session.load(name);
     t.init += start.elapsed();
     let inits_at_load = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
     let start = Instant::now();
     let (result, live_models, loads) = match loaded_method {
         Err(e) => (Err(e), 0, vec![]),
         Ok(mut m) => {
-            let mut result = Ok(());
-            for (i, v) in inputs.iter().enumerate() {
-                if result.is_ok() {
-                    result = m.set_input(i, v);
-                }
-            }
-            let result = result.and_then(|()| m.execute()).and_then(|()| m.outputs());
+            let result = Session::execute(&mut m, Some(inputs));
             let stats = rig.multifn.table.stats();
             let live = stats.iter().filter(|(_, s)| s.live).count();
             let loads = stats.iter().map(|(_, s)| s.loads).collect();
@@ -105,7 +99,14 @@ pub fn run_method(
         }
     };
     t.execute += start.elapsed();
-    MethodRun { result, events: rig.ledger.events(), trace: trace.events(), inits_at_load, live_models, loads }
+    MethodRun {
+        result,
+        events: rig.ledger.events(),
+        trace: session.trace().events(),
+        inits_at_load,
+        live_models,
+        loads,
+    }
 }
 
 /// Ledger handle -> delegate index, from the run's init events.

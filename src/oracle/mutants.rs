@@ -51,7 +51,6 @@ pub fn run_mutants(base: &CampaignOptions, max_cases: u64, faults: &[Fault]) -> 
                 cases: max_cases,
                 fault: Some(*f),
                 stop_on_failure: true,
-                progress: false,
                 only_case: None,
                 ..base.clone()
             };

@@ -4,10 +4,8 @@
 //! always reporting the largest ulp gap.
 
 use super::error::RuntimeError;
-use super::method::Runtime;
+use super::session::Session;
 use super::value::{decode_f64, encode_f64, encode_i64, is_float, HostTensor, HostValue};
-use super::Trace;
-use crate::format::LoadedProgram;
 use crate::program::{sha256_hex, ExecutionPlan, ScalarType};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -269,13 +267,9 @@ pub struct RunOutcome {
     pub backend_unavailable: bool,
 }
 
-/// Runs every recorded run of every method of an io.json document against `loaded`.
-pub fn run_expect(
-    loaded: &LoadedProgram<'_>,
-    runtime: &Runtime,
-    io: &Value,
-    trace: &Trace,
-) -> Result<Vec<RunOutcome>, IoError> {
+/// Runs every recorded run of every method of an io.json document in `session`.
+pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcome>, IoError> {
+    let loaded = session.loaded();
     let methods = io.get("methods").and_then(Value::as_object).ok_or_else(|| ioerr("$", "missing `methods` object"))?;
     let mut out = Vec::new();
     for (name, m) in methods {
@@ -303,7 +297,7 @@ pub fn run_expect(
         };
         let tol = loaded.program.plan(name).map_or(INEXACT_ULPS, tolerance);
         // One loaded method serves every run, in order, as the recording did.
-        let mut method = match runtime.load_method(loaded, name, None, trace) {
+        let mut method = match session.load(name) {
             Ok(m) => Some(m),
             Err(e) => {
                 for run in 0..ins.len() {
@@ -325,13 +319,7 @@ pub fn run_expect(
         for (run, (i, o)) in ins.iter().zip(&outs).enumerate() {
             let inputs = list_from_json(i, &format!("{path}.runs[{run}].inputs"))?;
             let expected = list_from_json(o, &format!("{path}.runs[{run}].outputs"))?;
-            let result = (|| -> Result<Vec<HostValue>, RuntimeError> {
-                for (k, v) in inputs.iter().enumerate() {
-                    method.set_input(k, v)?;
-                }
-                method.execute()?;
-                method.outputs()
-            })();
+            let result = Session::execute(method, Some(&inputs));
             let outcome = match result {
                 Err(e) => RunOutcome {
                     method: name.clone(),

@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod method;
 pub mod nested;
 pub mod ops;
+pub mod session;
 pub mod value;
 
 pub use backend::{
@@ -26,4 +27,5 @@ pub use error::{CheckError, ErrorCode, RuntimeError, Site};
 pub use frame::{Frame, OpError};
 pub use method::{DataSources, Method, Runtime, DEFAULT_INSTRUCTION_BUDGET};
 pub use nested::NestedPlan;
+pub use session::Session;
 pub use value::{HostTensor, HostValue};

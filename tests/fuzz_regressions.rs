@@ -1,0 +1,197 @@
+//! Crafted regression inputs for ExecuTorch's published loader vulnerabilities and missing
+//! fields (each rejected with its typed error), and the emitted-example seeds of the fuzz
+//! corpus (each equal to what the emitter writes today).
+//!
+//! `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_regressions` regenerates both.
+
+use ptecheck::format;
+use ptecheck::program::*;
+use ptecheck::runtime::{ErrorCode, HostValue, RuntimeError, Trace};
+use std::path::PathBuf;
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus")
+}
+
+fn real(name: &str) -> Vec<u8> {
+    std::fs::read(corpus().join(format!("real/{name}.pte"))).expect("real file")
+}
+
+/// Re-encodes a real file after `edit` changes its program.
+fn edited(name: &str, edit: impl FnOnce(&mut Program)) -> Vec<u8> {
+    let d = real(name);
+    let l = format::load(&d).expect("loads");
+    let mut p = l.program.clone();
+    edit(&mut p);
+    format::write(&p, &l.segments, &Default::default()).expect("writes")
+}
+
+fn plan0(p: &mut Program) -> &mut ExecutionPlan {
+    &mut p.execution_plan.as_mut().expect("plans")[0]
+}
+
+fn tensor(p: &mut Program, v: usize) -> &mut Tensor {
+    match &mut plan0(p).values.as_mut().expect("values")[v] {
+        EValue::Tensor(t) => t,
+        other => panic!("value {v} is {}", other.kind()),
+    }
+}
+
+/// What a crafted input must produce.
+enum Expect {
+    Load(&'static str),
+    Init(ErrorCode),
+    Execute(ErrorCode),
+}
+
+fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
+    vec![
+        (
+            "cve-2025-30404-allocation-start-plus-size-wraps.pte",
+            edited("cpu_add_mul", |p| {
+                let a = tensor(p, 0).allocation_info.as_mut().expect("planned");
+                a.memory_offset_low = u32::MAX - 4;
+                a.memory_offset_high = u32::MAX;
+            }),
+            Expect::Init(ErrorCode::MemoryAllocationFailed),
+        ),
+        (
+            "cve-2025-30405-planned-offset-plus-size-overflow.pte",
+            edited("cpu_add_mul", |p| {
+                tensor(p, 1).allocation_info.as_mut().expect("planned").memory_offset_low = 0x7fff_fff0
+            }),
+            Expect::Init(ErrorCode::MemoryAllocationFailed),
+        ),
+        (
+            "cve-2025-54949-et-copy-index-past-destination.pte",
+            edited("map_cpu", |p| tensor(p, 2).sizes = Some(vec![1, 2])),
+            Expect::Execute(ErrorCode::InvalidArgument),
+        ),
+        (
+            "cve-2025-54950-kernel-argument-count.pte",
+            edited("cpu_add_mul", |p| {
+                if let Instruction::KernelCall(k) =
+                    &mut plan0(p).chains.as_mut().expect("c")[0].instructions.as_mut().expect("i")[0]
+                {
+                    k.args = Some(vec![0, 1, 3, 2]);
+                }
+            }),
+            Expect::Init(ErrorCode::InvalidProgram),
+        ),
+        (
+            "cve-2025-54950-prim-op-argument-count.pte",
+            edited("map_cpu", |p| {
+                if let Instruction::KernelCall(k) =
+                    &mut plan0(p).chains.as_mut().expect("c")[0].instructions.as_mut().expect("i")[5]
+                {
+                    k.args = Some(vec![3, 12]);
+                }
+            }),
+            Expect::Init(ErrorCode::InvalidProgram),
+        ),
+        (
+            "cve-2025-54951-tensor-rank-above-16.pte",
+            edited("cpu_add_mul", |p| {
+                let t = tensor(p, 2);
+                t.sizes = Some(vec![1; 17]);
+                t.dim_order = Some((0..17).collect());
+            }),
+            Expect::Init(ErrorCode::InvalidProgram),
+        ),
+        (
+            "cve-2025-54952-list-count-times-element-size.pte",
+            {
+                // An IntList whose item count is far past the end of the file.
+                let marker = 0x0123_4567_89ab_cdefi64;
+                let mut d = edited("cpu_linear_relu", |p| {
+                    if let EValue::IntList(items) = &mut plan0(p).values.as_mut().expect("v")[8] {
+                        *items = Some(vec![marker]);
+                    }
+                });
+                let at = d.windows(8).position(|w| w == marker.to_le_bytes()).expect("marker");
+                d[at - 4..at].copy_from_slice(&0x2000_0000u32.to_le_bytes());
+                d
+            },
+            Expect::Load("Malformed"),
+        ),
+        (
+            "delegate-without-processed.pte",
+            edited("demo_backend_whole_module", |p| plan0(p).delegates.as_mut().expect("d")[0].processed = None),
+            Expect::Init(ErrorCode::InvalidProgram),
+        ),
+        (
+            "delegate-without-id.pte",
+            edited("demo_backend_whole_module", |p| plan0(p).delegates.as_mut().expect("d")[0].id = None),
+            Expect::Init(ErrorCode::InvalidProgram),
+        ),
+        (
+            "inline-reference-without-backend-delegate-data.pte",
+            edited("demo_backend_whole_module", |p| {
+                p.backend_delegate_data = None;
+                plan0(p).delegates.as_mut().expect("d")[0].processed =
+                    Some(BackendDelegateDataReference { location: DataLocation::INLINE, index: 0 });
+            }),
+            Expect::Load("InlineDataAbsent"),
+        ),
+    ]
+}
+
+#[test]
+fn crafted_regressions_are_committed_and_rejected_with_typed_errors() {
+    let dir = corpus().join("load_pte/regressions");
+    let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();
+    for (name, bytes, expect) in regressions() {
+        let path = dir.join(name);
+        if write {
+            std::fs::create_dir_all(&dir).expect("dir");
+            std::fs::write(&path, &bytes).expect("write");
+        }
+        let committed =
+            std::fs::read(&path).unwrap_or_else(|_| panic!("{name} is not committed (PTECHECK_WRITE_CORPUS=1)"));
+        assert_eq!(committed, bytes, "{name}: committed bytes are stale");
+        let rt = ptecheck::backends::default_runtime();
+        match (format::load(&committed), expect) {
+            (Err(e), Expect::Load(kind)) => assert_eq!(e.kind(), kind, "{name}: {e}"),
+            (Err(e), _) => panic!("{name}: rejected at load ({e}), expected later"),
+            (Ok(_), Expect::Load(kind)) => panic!("{name}: loaded, expected {kind}"),
+            (Ok(l), Expect::Init(code)) => {
+                let trace = Trace::default();
+                let err =
+                    rt.load_method(&l, "forward", None, &trace).err().unwrap_or_else(|| panic!("{name}: accepted"));
+                assert!(matches!(err, RuntimeError::Check(_)), "{name}: {err}");
+                assert_eq!(err.code(), code, "{name}: {err}");
+                assert_eq!(trace.summary().inits, 0, "{name}: no backend init");
+            }
+            (Ok(l), Expect::Execute(code)) => {
+                let mut m = rt.load_method(&l, "forward", None, &Trace::default()).expect("passes init");
+                for i in 0..m.num_inputs() {
+                    let v = m.input_template(i).unwrap_or(HostValue::None);
+                    m.set_input(i, &v).expect("input");
+                }
+                let err = m.execute().expect_err("rejected while executing");
+                assert_eq!(err.code(), code, "{name}: {err}");
+            }
+        }
+    }
+}
+
+#[test]
+fn emitted_example_seeds_are_what_the_emitter_writes() {
+    use ptecheck::emit::{emit, EmitOptions};
+    use ptecheck::gen::examples::{example, EXAMPLES};
+    let dir = corpus().join("load_pte/seeds");
+    let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();
+    for name in EXAMPLES {
+        let p = example(name).expect("example");
+        for inline in [false, true] {
+            let opts = EmitOptions { delegate_segments: !inline, ..EmitOptions::default() };
+            let bytes = emit(&p, &opts).expect("emits").to_bytes().expect("writes");
+            let path = dir.join(format!("example_{name}{}.pte", if inline { "_inline" } else { "" }));
+            if write {
+                std::fs::write(&path, &bytes).expect("write");
+            }
+            let committed = std::fs::read(&path).unwrap_or_else(|_| panic!("{} is not committed", path.display()));
+            assert!(committed == bytes, "{}: stale (PTECHECK_WRITE_CORPUS=1 regenerates)", path.display());
+        }
+    }
+}
