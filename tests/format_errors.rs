@@ -512,3 +512,94 @@ fn every_single_byte_flip_of_a_real_file_is_rejected_or_handled() {
     assert_eq!(rejected + same + changed, d.len());
     assert!(rejected > 0 && changed > 0, "rejected {rejected}, unchanged {same}, changed {changed}");
 }
+
+#[test]
+fn program_size_inside_the_header() {
+    let mut d = real("map_cpu");
+    put_u64(&mut d, 16, 20);
+    assert!(matches!(err(&d), FormatError::ProgramSizeTooSmall { program_size: 20, minimum: 40 }), "{}", err(&d));
+}
+
+#[test]
+fn segment_data_size_without_a_segment_base() {
+    let mut d = real("map_cpu");
+    put_u64(&mut d, 24, 0);
+    put_u64(&mut d, 32, 64);
+    assert!(matches!(err(&d), FormatError::SegmentRegionPastEnd { base: 0, end: 64, .. }), "{}", err(&d));
+}
+
+#[test]
+fn named_data_entry_without_a_key() {
+    let (mut p, s) = sample();
+    p.named_data = Some(vec![NamedData { key: None, segment_index: 2 }]);
+    assert_eq!(err(&write(&p, &s)), FormatError::MissingField { field: "named_data[0].key".into() });
+}
+
+#[test]
+fn constant_segment_without_a_segment_table() {
+    let (mut p, _) = sample();
+    p.segments = None;
+    p.named_data = None;
+    p.execution_plan.as_mut().expect("plans")[0].delegates = Some(vec![]);
+    let d = format::write(&p, &[], &WriteOptions::default()).expect("writes");
+    assert_eq!(err(&d), FormatError::MissingField { field: "segments (required by constant_segment)".into() });
+}
+
+#[test]
+fn inline_constant_buffer_without_storage() {
+    let (mut p, s) = sample();
+    p.constant_segment = None;
+    p.constant_buffer = Some(vec![Buffer { storage: Some(Bytes(vec![])) }, Buffer { storage: None }]);
+    assert_eq!(err(&write(&p, &s)), FormatError::MissingField { field: "constant_buffer[1].storage".into() });
+}
+
+/// A program whose only plan has one chain with one instruction of the given union tag.
+fn program_with_instruction_tag(tag: u8, with_payload: bool) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::new();
+    let payload = {
+        let s = b.start_table();
+        b.end_table(s)
+    };
+    let ins = {
+        let s = b.start_table();
+        b.push_slot::<u8>(4, tag, 0);
+        if with_payload {
+            b.push_slot_always(6, payload);
+        }
+        b.end_table(s)
+    };
+    let instrs = b.create_vector(&[ins]);
+    let chain = {
+        let s = b.start_table();
+        b.push_slot_always(8, instrs);
+        b.end_table(s)
+    };
+    let chains = b.create_vector(&[chain]);
+    let plan = {
+        let s = b.start_table();
+        b.push_slot_always(14, chains);
+        b.end_table(s)
+    };
+    let plans = b.create_vector(&[plan]);
+    let prog = {
+        let s = b.start_table();
+        b.push_slot_always(6, plans);
+        b.end_table(s)
+    };
+    b.finish(prog, Some("ET12"));
+    b.finished_data().to_vec()
+}
+
+#[test]
+fn instruction_union_tag_out_of_range() {
+    let e = err(&program_with_instruction_tag(9, true));
+    assert_eq!(
+        e,
+        FormatError::UnknownUnionTag {
+            union: "InstructionArguments",
+            tag: 9,
+            path: "execution_plan[0].chains[0].instructions[0].instr_args_type".into()
+        }
+    );
+    assert!(matches!(err(&program_with_instruction_tag(0, false)), FormatError::UnknownUnionTag { tag: 0, .. }));
+}

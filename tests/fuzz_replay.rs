@@ -1,7 +1,8 @@
 //! Replays every committed fuzz input (`corpus/<target>/**`) through the same library function
-//! the fuzz target calls, under the same allocation guard (no growth beyond 4 x the loaded file
-//! + 1 MiB), and asserts each input's recorded outcome class (`corpus/<target>/outcomes.txt`:
-//! rejected at load with its error kind, refused at init, failed at execute, ran).
+//! the fuzz target calls, under the same allocation guard (no growth beyond 4 times the loaded
+//! file plus 1 MiB), and asserts each input's recorded outcome class
+//! (`corpus/<target>/outcomes.txt`: rejected at load with its error kind, refused at init,
+//! failed at execute, ran).
 //!
 //! The guard is a global allocator: this binary holds one test, so nothing else allocates while
 //! a limit is set. `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_replay` records the outcomes

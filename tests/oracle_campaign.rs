@@ -77,9 +77,7 @@ fn shards_partition_the_cases() {
 #[test]
 fn swarm_draws_below_the_configured_limits_even_above_the_defaults() {
     use ptecheck::oracle::campaign::case_config;
-    let mut config = ptecheck::gen::GenConfig::default();
-    config.max_depth = 4;
-    config.max_nodes = 30;
+    let config = ptecheck::gen::GenConfig { max_depth: 4, max_nodes: 30, ..Default::default() };
     let opts = CampaignOptions { config, ..CampaignOptions::default() };
     let drawn: Vec<_> = (0..400).map(|c| case_config(&opts, c)).collect();
     assert!(drawn.iter().all(|c| c.max_depth <= 4 && c.max_nodes <= 30));

@@ -126,6 +126,8 @@ struct MethodState<'p> {
     shared_delegate: HashMap<usize, i32>,
     instructions: Vec<Instruction>,
     arena: usize,
+    /// Whether any value is planned in arena 1 (even zero-sized: it still names the arena).
+    planned_any: bool,
     /// Nesting depth of loop bodies being emitted.
     loop_depth: usize,
 }
@@ -161,6 +163,7 @@ impl MethodState<'_> {
         let nbytes = shape.iter().product::<usize>() * scalar_type.element_size().unwrap_or(1);
         let offset = self.arena;
         self.arena += nbytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        self.planned_any = true;
         self.push(EValue::Tensor(Tensor {
             scalar_type,
             sizes: Some(shape.iter().map(|s| *s as i32).collect()),
@@ -718,6 +721,7 @@ pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
             shared_delegate: HashMap::new(),
             instructions: Vec::new(),
             arena: 0,
+            planned_any: false,
             loop_depth: 0,
         };
         let path = format!("methods[{mi}].graph");
@@ -749,7 +753,7 @@ pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
             }]),
             operators: Some(st.operators),
             delegates: Some(st.delegates),
-            non_const_buffer_sizes: Some(if st.arena > 0 { vec![0, st.arena as i64] } else { vec![0] }),
+            non_const_buffer_sizes: Some(if st.planned_any { vec![0, st.arena as i64] } else { vec![0] }),
             non_const_buffer_device: None,
         });
     }

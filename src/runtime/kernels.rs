@@ -120,13 +120,24 @@ fn binary(
     }
 }
 
-fn compare(f: &mut Frame<'_>, a: usize, b: usize, out: usize, op: impl Fn(f64, f64) -> bool) -> OpResult<()> {
-    let (sa, fa, _) = operand(f, a)?;
-    let (sb, fb, _) = operand(f, b)?;
+fn compare(f: &mut Frame<'_>, a: usize, b: usize, out: usize, op: impl Fn(Ordering) -> bool) -> OpResult<()> {
+    let integral =
+        |f: &Frame<'_>, v: usize| matches!(f.value(v), Ok(Value::Tensor(_))) && f.dtype(v).is_ok_and(|d| !is_float(d));
+    let exact = integral(f, a) && integral(f, b);
+    let (sa, fa, ia) = operand(f, a)?;
+    let (sb, fb, ib) = operand(f, b)?;
     let shape = broadcast_shape(&sa, &sb)?;
     f.resize(out, &shape)?;
     let (ma, mb) = (broadcast_index(&shape, &sa), broadcast_index(&shape, &sb));
-    let r: Vec<i64> = ma.iter().zip(&mb).map(|(x, y)| op(fa[*x], fb[*y]) as i64).collect();
+    // Integer tensors compare exactly; floats in f64 (a comparison with NaN is false).
+    let r: Vec<i64> = ma
+        .iter()
+        .zip(&mb)
+        .map(|(x, y)| {
+            let ord = if exact { Some(ia[*x].cmp(&ib[*y])) } else { fa[*x].partial_cmp(&fb[*y]) };
+            ord.is_some_and(&op) as i64
+        })
+        .collect();
     f.write_i64(out, &r)
 }
 
@@ -187,7 +198,17 @@ fn cos(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 }
 
 fn gt(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
-    compare(f, a[0], a[1], a[2], |x, y| x > y)
+    // A float32 tensor against a double scalar compares in float32 (ExecuTorch promotes the
+    // scalar to the tensor's float type).
+    if let (Value::Tensor(_), Value::Double(d)) = (f.value(a[0])?, f.value(a[1])?) {
+        if f.dtype(a[0])? == ScalarType::FLOAT {
+            let d = f64::from(*d as f32);
+            let x = f.read_f64(a[0])?;
+            f.resize(a[2], &f.sizes(a[0])?)?;
+            return f.write_i64(a[2], &x.iter().map(|v| (*v > d) as i64).collect::<Vec<_>>());
+        }
+    }
+    compare(f, a[0], a[1], a[2], |o| o == Ordering::Greater)
 }
 
 /// `out = beta * bias + alpha * (m1 @ m2)`, bias broadcast to `[n, m]` (None = no bias).
@@ -582,7 +603,8 @@ fn prim(f: &mut Frame<'_>, a: &[usize], iop: fn(i64, i64) -> Option<i64>, fop: f
     let v = match (f.value(a[0])?, f.value(a[1])?) {
         (Value::Int(x), Value::Int(y)) => Value::Int(
             iop(*x, *y)
-                .ok_or_else(|| OpError::new(ErrorCode::InvalidArgument, "integer overflow or division by zero"))?,
+                // ExecuTorch dies of SIGFPE here; the model reports it.
+                .ok_or_else(|| OpError::new(ErrorCode::InvalidArgument, format!("integer division {x} // {y}")))?,
         ),
         _ => Value::Double(fop(f.scalar(a[0])?, f.scalar(a[1])?)),
     };
@@ -624,9 +646,10 @@ pub const KERNELS: &[(&str, usize, Kernel)] = &[
     ("aten::gt.Tensor_out", 4, gt),
     ("aten::sym_size.int", 3, sym_size),
     ("aten::copy_.default", 4, copy_),
-    ("executorch_prim::add.Scalar", 3, |f, a| prim(f, a, i64::checked_add, |x, y| x + y)),
-    ("executorch_prim::sub.Scalar", 3, |f, a| prim(f, a, i64::checked_sub, |x, y| x - y)),
-    ("executorch_prim::mul.Scalar", 3, |f, a| prim(f, a, i64::checked_mul, |x, y| x * y)),
+    // Int arithmetic wraps, as ExecuTorch's unchecked int64 arithmetic does in practice.
+    ("executorch_prim::add.Scalar", 3, |f, a| prim(f, a, |x, y| Some(x.wrapping_add(y)), |x, y| x + y)),
+    ("executorch_prim::sub.Scalar", 3, |f, a| prim(f, a, |x, y| Some(x.wrapping_sub(y)), |x, y| x - y)),
+    ("executorch_prim::mul.Scalar", 3, |f, a| prim(f, a, |x, y| Some(x.wrapping_mul(y)), |x, y| x * y)),
     ("executorch_prim::floordiv.Scalar", 3, |f, a| prim(f, a, floordiv, |x, y| (x / y).floor())),
     ("executorch_prim::eq.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Equal)),
     ("executorch_prim::gt.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Greater)),
