@@ -200,3 +200,13 @@ fn every_op_matches_hand_computed_values_in_both_implementations() {
     assert!(missing.is_empty(), "ops without a pinned value: {missing:?}");
     let _ = Dtype::F32;
 }
+
+#[test]
+fn the_output_comparison_equates_nans_and_separates_signed_zeros() {
+    assert!(same(&encode(&f(&[2], &[NAN, 1.0])), &encode(&f(&[2], &[-NAN, 1.0]))), "any NaN equals any NaN");
+    assert!(same(&encode(&f(&[1], &[f32::from_bits(0x7fc0_0001)])), &encode(&f(&[1], &[NAN]))), "payload ignored");
+    assert!(!same(&encode(&f(&[1], &[-0.0])), &encode(&f(&[1], &[0.0]))), "-0.0 differs from +0.0");
+    assert!(!same(&encode(&f(&[1], &[1.0])), &encode(&f(&[1], &[f32::from_bits(0x3f80_0001)]))), "one ulp differs");
+    assert!(!same(&encode(&f(&[2], &[1., 2.])), &encode(&f(&[1, 2], &[1., 2.]))), "shapes differ");
+    assert!(!same(&encode(&i(&[1], &[1])), &encode(&f(&[1], &[1.0]))), "dtypes differ");
+}

@@ -84,3 +84,32 @@ fn mutable_buffers_start_from_their_segment() {
         vec![HostValue::Tensor(HostTensor { dtype: ScalarType::FLOAT, sizes: vec![2], data: init })]
     );
 }
+
+#[test]
+fn a_graph_blob_is_a_checked_plan_of_kernels_not_an_interpreted_graph() {
+    use ptecheck::backends::graph::{parse, BLOB_METHOD, MAGIC};
+    let m = lower(Flavor::Demo, step_graph(), vec![], None).expect("lowers");
+    let body = m.processed.strip_prefix(MAGIC).expect("magic");
+    let loaded = format::load(body).expect("the blob is a .pte");
+    let plan = loaded.program.plan(BLOB_METHOD).expect("one method");
+    let kernels: Vec<String> = plan.operator_list().iter().map(|o| o.qualified()).collect();
+    assert_eq!(kernels, ["aten::mul.out", "aten::add.out", "aten::sin.out"]);
+    assert!(plan.delegate_list().is_empty());
+    assert!(parse(&m.processed).is_ok());
+    // A blob whose plan is broken is refused at init like any method would be.
+    let mut p = loaded.program.clone();
+    if let Some(Instruction::KernelCall(k)) = p.execution_plan.as_mut().expect("plans")[0].chains.as_mut().expect("c")
+        [0]
+    .instructions
+    .as_mut()
+    .expect("i")
+    .get_mut(0)
+    {
+        k.args.as_mut().expect("args")[0] = 999;
+    }
+    let mut bad = MAGIC.to_vec();
+    bad.extend(format::write(&p, &loaded.segments, &Default::default()).expect("writes"));
+    let e = parse(&bad).expect_err("refused");
+    assert_eq!(e.code, ptecheck::runtime::ErrorCode::InvalidProgram, "{}", e.detail);
+    assert!(e.detail.contains("KernelCall.args = 999"), "{}", e.detail);
+}

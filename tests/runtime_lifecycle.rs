@@ -260,3 +260,31 @@ fn runtime_options_parse_and_type_check() {
     assert!(o.parse_and_set("novalue").is_err());
     assert!(o.parse_and_set(".k=1").is_err());
 }
+
+/// Runs the shared `denoise-loop` example (one delegate, ten call sites) under `fault`, with the
+/// backends counting into a ledger; returns (destroys the backends saw for the handle, destroys
+/// the runtime's trace reports).
+fn denoise_destroys(fault: Option<ptecheck::fault::Fault>) -> (usize, usize) {
+    use ptecheck::backends::ledger::{Counted, Ledger};
+    let p = ptecheck::gen::examples::example("denoise-loop").expect("example");
+    let bytes = ptecheck::emit::emit(&p, &Default::default()).expect("emits").to_bytes().expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let ledger = Ledger::default();
+    let mut rt = Runtime::with_backends(Counted::all(ptecheck::backends::default_backends(), &ledger));
+    rt.fault = fault;
+    let session = Session::new(&loaded, &rt);
+    session.run("forward", None).expect("runs");
+    let counts = ledger.counts();
+    assert_eq!(counts.len(), 1, "one handle");
+    let backend_side = counts.values().next().map_or(0, |c| c.destroys);
+    (backend_side, session.trace().summary().destroys)
+}
+
+#[test]
+fn teardown_faults_really_happen_and_only_the_backends_see_them() {
+    assert_eq!(denoise_destroys(None), (1, 1));
+    // The runtime calls destroy ten times on the one handle, but reports one destroy.
+    assert_eq!(denoise_destroys(Some(ptecheck::fault::Fault::DestroyPerCallSite)), (10, 1));
+    // The runtime never calls destroy, but reports one.
+    assert_eq!(denoise_destroys(Some(ptecheck::fault::Fault::LeakSharedHandle)), (0, 1));
+}
