@@ -306,7 +306,7 @@ fn pretty(v: &serde_json::Value) -> String {
 fn check(a: CheckArgs) -> CmdResult {
     let bytes = read_input(&a.file)?;
     let loaded = format::load(&bytes)?;
-    let violations = ptecheck::runtime::check_program(&loaded);
+    let violations = ptecheck::runtime::check_all_methods(&loaded);
     for v in &violations {
         eprintln!("error: {v} [{:?}]", v.code());
     }

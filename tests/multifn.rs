@@ -329,7 +329,7 @@ fn mf12_eight_threads_fifty_runs_each_on_one_shared_model_equal_serial() {
 fn multifunction_examples_emit_and_run_against_eager() {
     for name in ["multifunction", "multifunction-off"] {
         let p = example(name).expect("example");
-        let r = ptecheck::oracle::check_program(&p, &Default::default());
+        let r = ptecheck::oracle::check_ir(&p, &Default::default());
         assert!(r.ok(), "{name}: {:?}", r.failures);
     }
     let p = IrProgram {
@@ -337,5 +337,5 @@ fn multifunction_examples_emit_and_run_against_eager() {
         modules: vec![],
         named_data: vec![],
     };
-    assert!(ptecheck::oracle::check_program(&p, &Default::default()).ok());
+    assert!(ptecheck::oracle::check_ir(&p, &Default::default()).ok());
 }

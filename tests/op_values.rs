@@ -210,3 +210,11 @@ fn the_output_comparison_equates_nans_and_separates_signed_zeros() {
     assert!(!same(&encode(&f(&[2], &[1., 2.])), &encode(&f(&[1, 2], &[1., 2.]))), "shapes differ");
     assert!(!same(&encode(&i(&[1], &[1])), &encode(&f(&[1], &[1.0]))), "dtypes differ");
 }
+
+#[test]
+fn every_ir_op_calls_a_kernel_the_runtime_has() {
+    for k in <OpKind as strum::IntoEnumIterator>::iter() {
+        let q = k.qualified_kernel();
+        assert!(ptecheck::runtime::kernels::lookup(&q).is_some(), "{} -> {q} has no kernel", k.name());
+    }
+}

@@ -60,7 +60,7 @@ fn a_failing_case_replays_from_its_seed_and_index_and_shrinks() {
     assert_eq!((replay.cases, replay.failures), (1, 1));
     // The reproduction's saved JSON is a loadable program that fails the same way.
     let p = ptecheck::ir::saved::load(&f.program_json).expect("loads");
-    let rep = ptecheck::oracle::check_program(
+    let rep = ptecheck::oracle::check_ir(
         &p,
         &ptecheck::oracle::CheckOptions { fault: Some(Fault::DropLastDelegateOutput), ..Default::default() },
     );

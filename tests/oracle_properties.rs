@@ -33,7 +33,7 @@ proptest! {
         let mut cfg = GenConfig::default().swarm(&mut arbitrary::Unstructured::new(&cfg_bytes));
         cfg.features.set(Switch::WhileLoop, cfg_bytes[0] % 2 == 0);
         let g = generate_from_bytes(&cfg, &bytes);
-        prop_assert!(ptecheck::ir::infer::check_program(&g.program).is_ok());
+        prop_assert!(ptecheck::ir::infer::typecheck_program(&g.program).is_ok());
         let r = check_case(&g, &CheckOptions { negative: false, ..CheckOptions::default() });
         prop_assert!(r.ok(), "{:#?}", r.failures);
     }

@@ -5,7 +5,7 @@
 use ptecheck::backends::default_runtime;
 use ptecheck::format;
 use ptecheck::runtime::io::run_expect;
-use ptecheck::runtime::{check_program, Session, Trace};
+use ptecheck::runtime::{check_all_methods, Session, Trace};
 
 fn read(name: &str, ext: &str) -> Vec<u8> {
     std::fs::read(format!("{}/corpus/real/{name}.{ext}", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
@@ -75,7 +75,7 @@ fn xnnpack_programs_load_pass_check_and_report_backend_not_available() {
     ] {
         let data = read(name, "pte");
         let loaded = format::load(&data).expect("loads");
-        assert_eq!(check_program(&loaded), vec![], "{name}");
+        assert_eq!(check_all_methods(&loaded), vec![], "{name}");
         let (outcomes, trace) = expect(name);
         assert!(outcomes.iter().all(|o| !o.ok && o.backend_unavailable), "{name}: {outcomes:?}");
         assert_eq!(trace.summary().inits, 0, "{name}");

@@ -703,7 +703,7 @@ fn view_frees(g: &Graph, modules: &[LoweredModule]) -> HashMap<usize, Vec<Ref>> 
 
 /// Emits `p`. Methods come out in sorted name order (E2).
 pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
-    crate::ir::infer::check_program(p)?;
+    crate::ir::infer::typecheck_program(p)?;
     let mut prog = ProgramState::default();
     prog.constants.push(Vec::new());
     let mut order: Vec<usize> = (0..p.methods.len()).collect();

@@ -53,7 +53,7 @@ type Off = WIPOffset<flatbuffers::UnionWIPOffset>;
 /// Largest padding gap the writer accepts before each segment.
 pub const MAX_SEGMENT_GAP: u64 = 1 << 16;
 
-struct W<'b> {
+struct TableWriter<'b> {
     b: FlatBufferBuilder<'b>,
     /// Largest `force_align` actually applied (the C++ builder's minalign).
     max_forced: usize,
@@ -61,7 +61,7 @@ struct W<'b> {
 }
 
 /// A field about to be added to a table: its slot and the value to add.
-enum F {
+enum Field {
     Off(u16, Off),
     U64(u16, u64),
     I64(u16, i64),
@@ -73,21 +73,21 @@ enum F {
     Bool(u16, bool),
 }
 
-impl F {
+impl Field {
     fn size(&self) -> usize {
         match self {
-            F::U64(..) | F::I64(..) | F::F64(..) => 8,
-            F::Off(..) | F::U32(..) | F::I32(..) => 4,
-            F::U8(..) | F::I8(..) | F::Bool(..) => 1,
+            Field::U64(..) | Field::I64(..) | Field::F64(..) => 8,
+            Field::Off(..) | Field::U32(..) | Field::I32(..) => 4,
+            Field::U8(..) | Field::I8(..) | Field::Bool(..) => 1,
         }
     }
 }
 
-impl<'b> W<'b> {
+impl<'b> TableWriter<'b> {
     /// Builds a table from its fields in schema slot order (`None` = absent).
-    fn table(&mut self, fields: &[Option<F>]) -> Off {
+    fn table(&mut self, fields: &[Option<Field>]) -> Off {
         let start = self.b.start_table();
-        let order: Vec<&F> = match self.opts.layout {
+        let order: Vec<&Field> = match self.opts.layout {
             // Python builder (ExecuTorch >= 1.0): every field in slot order.
             Layout::PythonBuilder => fields.iter().flatten().collect(),
             // flatc JSON parser (ExecuTorch 0.2): largest size first, last field first.
@@ -102,20 +102,20 @@ impl<'b> W<'b> {
         {
             for f in order {
                 match *f {
-                    F::Off(s, o) => self.b.push_slot_always(s, o),
-                    F::U64(s, v) => self.b.push_slot(s, v, 0),
-                    F::I64(s, v) => self.b.push_slot(s, v, 0),
-                    F::F64(s, v) => {
+                    Field::Off(s, o) => self.b.push_slot_always(s, o),
+                    Field::U64(s, v) => self.b.push_slot(s, v, 0),
+                    Field::I64(s, v) => self.b.push_slot(s, v, 0),
+                    Field::F64(s, v) => {
                         // flatc compares against the default bit-for-bit.
                         if v.to_bits() != 0 {
                             self.b.push_slot_always(s, v)
                         }
                     }
-                    F::U32(s, v) => self.b.push_slot(s, v, 0),
-                    F::I32(s, v) => self.b.push_slot(s, v, 0),
-                    F::U8(s, v) => self.b.push_slot(s, v, 0),
-                    F::I8(s, v) => self.b.push_slot(s, v, 0),
-                    F::Bool(s, v) => self.b.push_slot(s, v, false),
+                    Field::U32(s, v) => self.b.push_slot(s, v, 0),
+                    Field::I32(s, v) => self.b.push_slot(s, v, 0),
+                    Field::U8(s, v) => self.b.push_slot(s, v, 0),
+                    Field::I8(s, v) => self.b.push_slot(s, v, 0),
+                    Field::Bool(s, v) => self.b.push_slot(s, v, false),
                 }
             }
         }
@@ -186,17 +186,17 @@ impl<'b> W<'b> {
         let ca = self.opts.constant_alignment;
         let constant_buffer = self.list(&p.constant_buffer, |w, x| {
             let storage = x.storage.as_ref().map(|s| w.bytes(s.as_slice(), ca));
-            w.table(&[storage.map(|o| F::Off(fb::Buffer::VT_STORAGE, o))])
+            w.table(&[storage.map(|o| Field::Off(fb::Buffer::VT_STORAGE, o))])
         });
         let da = self.opts.delegate_alignment;
         let inline = self.list(&p.backend_delegate_data, |w, x| {
             let data = x.data.as_ref().map(|s| w.bytes(s.as_slice(), da));
-            w.table(&[data.map(|o| F::Off(fb::BackendDelegateInlineData::VT_DATA, o))])
+            w.table(&[data.map(|o| Field::Off(fb::BackendDelegateInlineData::VT_DATA, o))])
         });
         let segments = self.list(&p.segments, |w, s| {
             w.table(&[
-                Some(F::U64(fb::DataSegment::VT_OFFSET, s.offset)),
-                Some(F::U64(fb::DataSegment::VT_SIZE, s.size)),
+                Some(Field::U64(fb::DataSegment::VT_OFFSET, s.offset)),
+                Some(Field::U64(fb::DataSegment::VT_SIZE, s.size)),
             ])
         });
         let constant_segment = p.constant_segment.as_ref().map(|c| self.subsegment(c));
@@ -204,27 +204,30 @@ impl<'b> W<'b> {
         let named = self.list(&p.named_data, |w, n| {
             let key = w.string(&n.key);
             w.table(&[
-                key.map(|o| F::Off(fb::NamedData::VT_KEY, o)),
-                Some(F::U32(fb::NamedData::VT_SEGMENT_INDEX, n.segment_index)),
+                key.map(|o| Field::Off(fb::NamedData::VT_KEY, o)),
+                Some(Field::U32(fb::NamedData::VT_SEGMENT_INDEX, n.segment_index)),
             ])
         });
         use fb::Program as P;
         self.table(&[
-            Some(F::U32(P::VT_VERSION, p.version)),
-            plans.map(|o| F::Off(P::VT_EXECUTION_PLAN, o)),
-            constant_buffer.map(|o| F::Off(P::VT_CONSTANT_BUFFER, o)),
-            inline.map(|o| F::Off(P::VT_BACKEND_DELEGATE_DATA, o)),
-            segments.map(|o| F::Off(P::VT_SEGMENTS, o)),
-            constant_segment.map(|o| F::Off(P::VT_CONSTANT_SEGMENT, o)),
-            mutable.map(|o| F::Off(P::VT_MUTABLE_DATA_SEGMENTS, o)),
-            named.map(|o| F::Off(P::VT_NAMED_DATA, o)),
+            Some(Field::U32(P::VT_VERSION, p.version)),
+            plans.map(|o| Field::Off(P::VT_EXECUTION_PLAN, o)),
+            constant_buffer.map(|o| Field::Off(P::VT_CONSTANT_BUFFER, o)),
+            inline.map(|o| Field::Off(P::VT_BACKEND_DELEGATE_DATA, o)),
+            segments.map(|o| Field::Off(P::VT_SEGMENTS, o)),
+            constant_segment.map(|o| Field::Off(P::VT_CONSTANT_SEGMENT, o)),
+            mutable.map(|o| Field::Off(P::VT_MUTABLE_DATA_SEGMENTS, o)),
+            named.map(|o| Field::Off(P::VT_NAMED_DATA, o)),
         ])
     }
 
     fn subsegment(&mut self, c: &SubsegmentOffsets) -> Off {
         let offsets = self.opt_scalars(&c.offsets);
         use fb::SubsegmentOffsets as S;
-        self.table(&[Some(F::U32(S::VT_SEGMENT_INDEX, c.segment_index)), offsets.map(|o| F::Off(S::VT_OFFSETS, o))])
+        self.table(&[
+            Some(Field::U32(S::VT_SEGMENT_INDEX, c.segment_index)),
+            offsets.map(|o| Field::Off(S::VT_OFFSETS, o)),
+        ])
     }
 
     fn plan(&mut self, p: &ExecutionPlan) -> Off {
@@ -234,7 +237,10 @@ impl<'b> W<'b> {
             let i = self.string(&c.encoded_inp_str);
             let o = self.string(&c.encoded_out_str);
             use fb::ContainerMetadata as C;
-            self.table(&[i.map(|x| F::Off(C::VT_ENCODED_INP_STR, x)), o.map(|x| F::Off(C::VT_ENCODED_OUT_STR, x))])
+            self.table(&[
+                i.map(|x| Field::Off(C::VT_ENCODED_INP_STR, x)),
+                o.map(|x| Field::Off(C::VT_ENCODED_OUT_STR, x)),
+            ])
         });
         let values = self.list(&p.values, |w, v| w.evalue(v));
         let inputs = self.opt_scalars(&p.inputs);
@@ -244,29 +250,29 @@ impl<'b> W<'b> {
             let n = w.string(&o.name);
             let ov = w.string(&o.overload);
             use fb::Operator as O;
-            w.table(&[n.map(|x| F::Off(O::VT_NAME, x)), ov.map(|x| F::Off(O::VT_OVERLOAD, x))])
+            w.table(&[n.map(|x| Field::Off(O::VT_NAME, x)), ov.map(|x| Field::Off(O::VT_OVERLOAD, x))])
         });
         let delegates = self.list(&p.delegates, |w, d| w.delegate(d));
         let sizes = self.opt_scalars(&p.non_const_buffer_sizes);
         let devices = self.list(&p.non_const_buffer_device, |w, d| {
             use fb::NonConstBufferDevice as N;
             w.table(&[
-                Some(F::I32(N::VT_BUFFER_IDX, d.buffer_idx)),
-                Some(F::I8(N::VT_DEVICE_TYPE, d.device_type.0)),
-                Some(F::I8(N::VT_DEVICE_INDEX, d.device_index)),
+                Some(Field::I32(N::VT_BUFFER_IDX, d.buffer_idx)),
+                Some(Field::I8(N::VT_DEVICE_TYPE, d.device_type.0)),
+                Some(Field::I8(N::VT_DEVICE_INDEX, d.device_index)),
             ])
         });
         self.table(&[
-            name.map(|o| F::Off(E::VT_NAME, o)),
-            meta.map(|o| F::Off(E::VT_CONTAINER_META_TYPE, o)),
-            values.map(|o| F::Off(E::VT_VALUES, o)),
-            inputs.map(|o| F::Off(E::VT_INPUTS, o)),
-            outputs.map(|o| F::Off(E::VT_OUTPUTS, o)),
-            chains.map(|o| F::Off(E::VT_CHAINS, o)),
-            operators.map(|o| F::Off(E::VT_OPERATORS, o)),
-            delegates.map(|o| F::Off(E::VT_DELEGATES, o)),
-            sizes.map(|o| F::Off(E::VT_NON_CONST_BUFFER_SIZES, o)),
-            devices.map(|o| F::Off(E::VT_NON_CONST_BUFFER_DEVICE, o)),
+            name.map(|o| Field::Off(E::VT_NAME, o)),
+            meta.map(|o| Field::Off(E::VT_CONTAINER_META_TYPE, o)),
+            values.map(|o| Field::Off(E::VT_VALUES, o)),
+            inputs.map(|o| Field::Off(E::VT_INPUTS, o)),
+            outputs.map(|o| Field::Off(E::VT_OUTPUTS, o)),
+            chains.map(|o| Field::Off(E::VT_CHAINS, o)),
+            operators.map(|o| Field::Off(E::VT_OPERATORS, o)),
+            delegates.map(|o| Field::Off(E::VT_DELEGATES, o)),
+            sizes.map(|o| Field::Off(E::VT_NON_CONST_BUFFER_SIZES, o)),
+            devices.map(|o| Field::Off(E::VT_NON_CONST_BUFFER_DEVICE, o)),
         ])
     }
 
@@ -275,18 +281,18 @@ impl<'b> W<'b> {
         let id = self.string(&d.id);
         let processed = d.processed.map(|r| {
             use fb::BackendDelegateDataReference as R;
-            self.table(&[Some(F::I8(R::VT_LOCATION, r.location.0)), Some(F::U32(R::VT_INDEX, r.index))])
+            self.table(&[Some(Field::I8(R::VT_LOCATION, r.location.0)), Some(Field::U32(R::VT_INDEX, r.index))])
         });
         let specs = self.list(&d.compile_specs, |w, s| {
             let k = w.string(&s.key);
             let v = s.value.as_ref().map(|v| w.bytes(v.as_slice(), 1));
             use fb::CompileSpec as C;
-            w.table(&[k.map(|x| F::Off(C::VT_KEY, x)), v.map(|x| F::Off(C::VT_VALUE, x))])
+            w.table(&[k.map(|x| Field::Off(C::VT_KEY, x)), v.map(|x| Field::Off(C::VT_VALUE, x))])
         });
         self.table(&[
-            id.map(|o| F::Off(B::VT_ID, o)),
-            processed.map(|o| F::Off(B::VT_PROCESSED, o)),
-            specs.map(|o| F::Off(B::VT_COMPILE_SPECS, o)),
+            id.map(|o| Field::Off(B::VT_ID, o)),
+            processed.map(|o| Field::Off(B::VT_PROCESSED, o)),
+            specs.map(|o| Field::Off(B::VT_COMPILE_SPECS, o)),
         ])
     }
 
@@ -302,19 +308,19 @@ impl<'b> W<'b> {
                 let name = w.string(&f.name);
                 let context = w.string(&f.context);
                 w.table(&[
-                    filename.map(|x| F::Off(Fr::VT_FILENAME, x)),
-                    Some(F::I32(Fr::VT_LINENO, f.lineno)),
-                    name.map(|x| F::Off(Fr::VT_NAME, x)),
-                    context.map(|x| F::Off(Fr::VT_CONTEXT, x)),
+                    filename.map(|x| Field::Off(Fr::VT_FILENAME, x)),
+                    Some(Field::I32(Fr::VT_LINENO, f.lineno)),
+                    name.map(|x| Field::Off(Fr::VT_NAME, x)),
+                    context.map(|x| Field::Off(Fr::VT_CONTEXT, x)),
                 ])
             });
-            w.table(&[items.map(|x| F::Off(fb::FrameList::VT_ITEMS, x))])
+            w.table(&[items.map(|x| Field::Off(fb::FrameList::VT_ITEMS, x))])
         });
         self.table(&[
-            inputs.map(|o| F::Off(C::VT_INPUTS, o)),
-            outputs.map(|o| F::Off(C::VT_OUTPUTS, o)),
-            instructions.map(|o| F::Off(C::VT_INSTRUCTIONS, o)),
-            stacktrace.map(|o| F::Off(C::VT_STACKTRACE, o)),
+            inputs.map(|o| Field::Off(C::VT_INPUTS, o)),
+            outputs.map(|o| Field::Off(C::VT_OUTPUTS, o)),
+            instructions.map(|o| Field::Off(C::VT_INSTRUCTIONS, o)),
+            stacktrace.map(|o| Field::Off(C::VT_STACKTRACE, o)),
         ])
     }
 
@@ -323,40 +329,46 @@ impl<'b> W<'b> {
             Instruction::KernelCall(k) => {
                 let args = self.opt_scalars(&k.args);
                 use fb::KernelCall as K;
-                self.table(&[Some(F::I32(K::VT_OP_INDEX, k.op_index)), args.map(|o| F::Off(K::VT_ARGS, o))])
+                self.table(&[Some(Field::I32(K::VT_OP_INDEX, k.op_index)), args.map(|o| Field::Off(K::VT_ARGS, o))])
             }
             Instruction::DelegateCall(d) => {
                 let args = self.opt_scalars(&d.args);
                 use fb::DelegateCall as D;
-                self.table(&[Some(F::I32(D::VT_DELEGATE_INDEX, d.delegate_index)), args.map(|o| F::Off(D::VT_ARGS, o))])
+                self.table(&[
+                    Some(Field::I32(D::VT_DELEGATE_INDEX, d.delegate_index)),
+                    args.map(|o| Field::Off(D::VT_ARGS, o)),
+                ])
             }
             Instruction::MoveCall(m) => {
                 use fb::MoveCall as M;
-                self.table(&[Some(F::I32(M::VT_MOVE_FROM, m.move_from)), Some(F::I32(M::VT_MOVE_TO, m.move_to))])
+                self.table(&[
+                    Some(Field::I32(M::VT_MOVE_FROM, m.move_from)),
+                    Some(Field::I32(M::VT_MOVE_TO, m.move_to)),
+                ])
             }
             Instruction::JumpFalseCall(j) => {
                 use fb::JumpFalseCall as J;
                 self.table(&[
-                    Some(F::I32(J::VT_COND_VALUE_INDEX, j.cond_value_index)),
-                    Some(F::I32(J::VT_DESTINATION_INSTRUCTION, j.destination_instruction)),
+                    Some(Field::I32(J::VT_COND_VALUE_INDEX, j.cond_value_index)),
+                    Some(Field::I32(J::VT_DESTINATION_INSTRUCTION, j.destination_instruction)),
                 ])
             }
-            Instruction::FreeCall(f) => self.table(&[Some(F::I32(fb::FreeCall::VT_VALUE_INDEX, f.value_index))]),
+            Instruction::FreeCall(f) => self.table(&[Some(Field::I32(fb::FreeCall::VT_VALUE_INDEX, f.value_index))]),
         };
         use fb::Instruction as I;
-        self.table(&[Some(F::U8(I::VT_INSTR_ARGS_TYPE, i.tag())), Some(F::Off(I::VT_INSTR_ARGS, payload))])
+        self.table(&[Some(Field::U8(I::VT_INSTR_ARGS_TYPE, i.tag())), Some(Field::Off(I::VT_INSTR_ARGS, payload))])
     }
 
     fn evalue(&mut self, v: &EValue) -> Off {
-        let items = |w: &mut Self, o: Option<Off>| w.table(&[o.map(|x| F::Off(fb::IntList::VT_ITEMS, x))]);
+        let items = |w: &mut Self, o: Option<Off>| w.table(&[o.map(|x| Field::Off(fb::IntList::VT_ITEMS, x))]);
         let payload = match v {
             EValue::Null => self.table(&[]),
-            EValue::Int(x) => self.table(&[Some(F::I64(fb::Int::VT_INT_VAL, *x))]),
-            EValue::Bool(x) => self.table(&[Some(F::Bool(fb::Bool::VT_BOOL_VAL, *x))]),
-            EValue::Double(x) => self.table(&[Some(F::F64(fb::Double::VT_DOUBLE_VAL, *x))]),
+            EValue::Int(x) => self.table(&[Some(Field::I64(fb::Int::VT_INT_VAL, *x))]),
+            EValue::Bool(x) => self.table(&[Some(Field::Bool(fb::Bool::VT_BOOL_VAL, *x))]),
+            EValue::Double(x) => self.table(&[Some(Field::F64(fb::Double::VT_DOUBLE_VAL, *x))]),
             EValue::String(s) => {
                 let s = self.string(s);
-                self.table(&[s.map(|x| F::Off(fb::String::VT_STRING_VAL, x))])
+                self.table(&[s.map(|x| Field::Off(fb::String::VT_STRING_VAL, x))])
             }
             EValue::Tensor(t) => self.tensor(t),
             EValue::IntList(l) => {
@@ -377,7 +389,7 @@ impl<'b> W<'b> {
             }
         };
         use fb::EValue as E;
-        self.table(&[Some(F::U8(E::VT_VAL_TYPE, v.tag())), Some(F::Off(E::VT_VAL, payload))])
+        self.table(&[Some(Field::U8(E::VT_VAL_TYPE, v.tag())), Some(Field::Off(E::VT_VAL, payload))])
     }
 
     fn tensor(&mut self, t: &Tensor) -> Off {
@@ -387,40 +399,40 @@ impl<'b> W<'b> {
         let alloc = t.allocation_info.map(|a| {
             use fb::AllocationDetails as A;
             self.table(&[
-                Some(F::U32(A::VT_MEMORY_ID, a.memory_id)),
-                Some(F::U32(A::VT_MEMORY_OFFSET_LOW, a.memory_offset_low)),
-                Some(F::U32(A::VT_MEMORY_OFFSET_HIGH, a.memory_offset_high)),
+                Some(Field::U32(A::VT_MEMORY_ID, a.memory_id)),
+                Some(Field::U32(A::VT_MEMORY_OFFSET_LOW, a.memory_offset_low)),
+                Some(Field::U32(A::VT_MEMORY_OFFSET_HIGH, a.memory_offset_high)),
             ])
         });
         let extra = t.extra_tensor_info.as_ref().map(|x| {
             use fb::ExtraTensorInfo as X;
             let fqn = self.string(&x.fully_qualified_name);
             self.table(&[
-                Some(F::U64(X::VT_MUTABLE_DATA_SEGMENTS_IDX, x.mutable_data_segments_idx)),
-                fqn.map(|o| F::Off(X::VT_FULLY_QUALIFIED_NAME, o)),
-                Some(F::I8(X::VT_LOCATION, x.location.0)),
-                Some(F::I8(X::VT_DEVICE_TYPE, x.device_type.0)),
-                Some(F::I8(X::VT_DEVICE_INDEX, x.device_index)),
+                Some(Field::U64(X::VT_MUTABLE_DATA_SEGMENTS_IDX, x.mutable_data_segments_idx)),
+                fqn.map(|o| Field::Off(X::VT_FULLY_QUALIFIED_NAME, o)),
+                Some(Field::I8(X::VT_LOCATION, x.location.0)),
+                Some(Field::I8(X::VT_DEVICE_TYPE, x.device_type.0)),
+                Some(Field::I8(X::VT_DEVICE_INDEX, x.device_index)),
             ])
         });
         self.table(&[
-            Some(F::I8(T::VT_SCALAR_TYPE, t.scalar_type.0)),
-            Some(F::I32(T::VT_STORAGE_OFFSET, t.storage_offset)),
-            sizes.map(|o| F::Off(T::VT_SIZES, o)),
-            dim_order.map(|o| F::Off(T::VT_DIM_ORDER, o)),
-            Some(F::Bool(T::VT_REQUIRES_GRAD, t.requires_grad)),
-            Some(F::U32(T::VT_DATA_BUFFER_IDX, t.data_buffer_idx)),
-            alloc.map(|o| F::Off(T::VT_ALLOCATION_INFO, o)),
-            Some(F::I8(T::VT_LAYOUT, t.layout)),
-            Some(F::I8(T::VT_SHAPE_DYNAMISM, t.shape_dynamism.0)),
-            extra.map(|o| F::Off(T::VT_EXTRA_TENSOR_INFO, o)),
+            Some(Field::I8(T::VT_SCALAR_TYPE, t.scalar_type.0)),
+            Some(Field::I32(T::VT_STORAGE_OFFSET, t.storage_offset)),
+            sizes.map(|o| Field::Off(T::VT_SIZES, o)),
+            dim_order.map(|o| Field::Off(T::VT_DIM_ORDER, o)),
+            Some(Field::Bool(T::VT_REQUIRES_GRAD, t.requires_grad)),
+            Some(Field::U32(T::VT_DATA_BUFFER_IDX, t.data_buffer_idx)),
+            alloc.map(|o| Field::Off(T::VT_ALLOCATION_INFO, o)),
+            Some(Field::I8(T::VT_LAYOUT, t.layout)),
+            Some(Field::I8(T::VT_SHAPE_DYNAMISM, t.shape_dynamism.0)),
+            extra.map(|o| Field::Off(T::VT_EXTRA_TENSOR_INFO, o)),
         ])
     }
 }
 
 /// Serialises only the FlatBuffers part (no extended header, no segments).
 pub fn write_flatbuffer(program: &Program, opts: &WriteOptions) -> Vec<u8> {
-    let mut w = W { b: FlatBufferBuilder::with_capacity(4096), max_forced: 1, opts: *opts };
+    let mut w = TableWriter { b: FlatBufferBuilder::with_capacity(4096), max_forced: 1, opts: *opts };
     let root = w.program(program);
     w.b.finish(root, Some(std::str::from_utf8(PTE_IDENTIFIER).unwrap_or("ET12")));
     let mut out = w.b.finished_data().to_vec();

@@ -404,7 +404,7 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
 }
 
 /// Checks a whole program: every module graph, every method graph, unique method names.
-pub fn check_program(p: &IrProgram) -> Result<(), IrError> {
+pub fn typecheck_program(p: &IrProgram) -> Result<(), IrError> {
     // CPU ops only, checked before typing: a module calling a module (itself, say) would
     // otherwise recurse without end.
     for (i, m) in p.modules.iter().enumerate() {

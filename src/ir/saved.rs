@@ -4,7 +4,7 @@
 //! (it loads as false), (5, 4) ones also predate scratch specs. Every rejection names the JSON
 //! path.
 
-use super::infer::check_program;
+use super::infer::typecheck_program;
 use super::IrProgram;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -82,6 +82,6 @@ pub fn load(text: &str) -> Result<IrProgram, SavedError> {
         let path = e.path().to_string();
         at(&format!("$.{path}"), e.into_inner().to_string())
     })?;
-    check_program(&doc.program).map_err(|e| at(&format!("$.program.{}", e.path), e.detail))?;
+    typecheck_program(&doc.program).map_err(|e| at(&format!("$.program.{}", e.path), e.detail))?;
     Ok(doc.program)
 }

@@ -85,7 +85,7 @@ pub fn load_pte(data: &[u8]) -> Outcome {
     match format::load(data) {
         Err(e) => Outcome::Rejected(e.kind()),
         Ok(loaded) => {
-            let _ = crate::runtime::check_program(&loaded);
+            let _ = crate::runtime::check_all_methods(&loaded);
             run_all(&loaded, &fuzz_runtime(data.len()))
         }
     }
@@ -111,11 +111,11 @@ pub fn structured_file(data: &[u8]) -> Vec<u8> {
         report.failures,
         crate::ir::pretty::program(&g.program)
     );
-    // The same options check_program emits with (the swarm config may switch while_loop on).
+    // The same options check_case emits with (the swarm config may switch while_loop on).
     let emit_opts =
         crate::emit::EmitOptions { allow_while: true, delegate_segments: !g.run.inline_blobs, ..Default::default() };
-    let Ok(emitted) = crate::emit::emit(&g.program, &emit_opts) else { unreachable!("check_program emitted it") };
-    let Ok(mut bytes) = emitted.to_bytes() else { unreachable!("check_program wrote it") };
+    let Ok(emitted) = crate::emit::emit(&g.program, &emit_opts) else { unreachable!("check_case emitted it") };
+    let Ok(mut bytes) = emitted.to_bytes() else { unreachable!("check_case wrote it") };
     // Field mutation of the model, then byte mutations of the file.
     let mut program = emitted.program.clone();
     mutate_fields(&mut program, &mut u);
@@ -174,42 +174,86 @@ fn pick_i64(u: &mut Unstructured<'_>) -> i64 {
     }
 }
 
-/// Mutates indices, sizes, ranks, offsets and the segment table of a decoded program.
+/// One field mutation `mutate_fields` can make, in the order its input byte selects them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldMutation {
+    /// `op_index` of a KernelCall or `delegate_index` of a DelegateCall; the index field of
+    /// any other instruction (jump destination, move target, freed value).
+    InstructionIndex,
+    /// One argument of a KernelCall or DelegateCall; the index field of other instructions.
+    InstructionArg,
+    /// Removes one KernelCall argument (or sets a DelegateCall argument); the index field of
+    /// other instructions.
+    DropKernelArg,
+    /// Same as `InstructionArg` (a second draw weight for it).
+    InstructionArgAgain,
+    /// The leading size of a tensor (or the first item of an IntList).
+    TensorSize,
+    /// A tensor's rank, 0 to 20 (sizes all 1).
+    TensorRank,
+    /// A tensor's planned offset, or its constant buffer index.
+    TensorPlacement,
+    /// The first segment's offset.
+    FirstSegmentOffset,
+    /// The last segment's size.
+    LastSegmentSize,
+    /// The last constant-segment offset.
+    LastConstantOffset,
+}
+
+impl FieldMutation {
+    /// Every mutation, in selection order.
+    pub const ALL: [FieldMutation; 10] = [
+        FieldMutation::InstructionIndex,
+        FieldMutation::InstructionArg,
+        FieldMutation::DropKernelArg,
+        FieldMutation::InstructionArgAgain,
+        FieldMutation::TensorSize,
+        FieldMutation::TensorRank,
+        FieldMutation::TensorPlacement,
+        FieldMutation::FirstSegmentOffset,
+        FieldMutation::LastSegmentSize,
+        FieldMutation::LastConstantOffset,
+    ];
+}
+
+/// Applies 1 to 6 [`FieldMutation`]s to a decoded program, each with a boundary value.
 pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
+    use FieldMutation::*;
     let n = u.int_in_range(1..=6u8).unwrap_or(1);
     for _ in 0..n {
-        let what = u.int_in_range(0..=9u8).unwrap_or(0);
+        let what = FieldMutation::ALL[usize::from(u.int_in_range(0..=9u8).unwrap_or(0))];
         let v = pick_i64(u);
         let plans = p.execution_plan.get_or_insert_with(Vec::new);
         let plan_count = plans.len();
-        if what >= 7 {
-            match what {
-                7 => {
-                    if let Some(s) = p.segments.as_mut().and_then(|s| s.first_mut()) {
-                        s.offset = v as u64;
-                    }
+        match what {
+            FirstSegmentOffset => {
+                if let Some(s) = p.segments.as_mut().and_then(|s| s.first_mut()) {
+                    s.offset = v as u64;
                 }
-                8 => {
-                    if let Some(s) = p.segments.as_mut().and_then(|s| s.last_mut()) {
-                        s.size = v as u64;
-                    }
-                }
-                _ => {
-                    if let Some(c) =
-                        p.constant_segment.as_mut().and_then(|c| c.offsets.as_mut()).and_then(|o| o.last_mut())
-                    {
-                        *c = v as u64;
-                    }
-                }
+                continue;
             }
-            continue;
+            LastSegmentSize => {
+                if let Some(s) = p.segments.as_mut().and_then(|s| s.last_mut()) {
+                    s.size = v as u64;
+                }
+                continue;
+            }
+            LastConstantOffset => {
+                if let Some(c) = p.constant_segment.as_mut().and_then(|c| c.offsets.as_mut()).and_then(|o| o.last_mut())
+                {
+                    *c = v as u64;
+                }
+                continue;
+            }
+            _ => {}
         }
         if plan_count == 0 {
             continue;
         }
         let plan = &mut plans[u.choose_index(plan_count).unwrap_or(0)];
         match what {
-            0..=3 => {
+            InstructionIndex | InstructionArg | DropKernelArg | InstructionArgAgain => {
                 let Some(ins) = plan.chains.as_mut().and_then(|c| c.first_mut()).and_then(|c| c.instructions.as_mut())
                 else {
                     continue;
@@ -220,11 +264,11 @@ pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
                 let i = u.choose_index(ins.len()).unwrap_or(0);
                 match &mut ins[i] {
                     Instruction::KernelCall(k) => {
-                        if what == 0 {
+                        if what == InstructionIndex {
                             k.op_index = v as i32;
                         } else if let Some(a) = k.args.as_mut().filter(|a| !a.is_empty()) {
                             let j = u.choose_index(a.len()).unwrap_or(0);
-                            if what == 1 {
+                            if what == InstructionArg {
                                 a[j] = v as i32;
                             } else {
                                 a.remove(j);
@@ -232,7 +276,7 @@ pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
                         }
                     }
                     Instruction::DelegateCall(d) => {
-                        if what == 0 {
+                        if what == InstructionIndex {
                             d.delegate_index = v as i32;
                         } else if let Some(a) = d.args.as_mut().filter(|a| !a.is_empty()) {
                             let j = u.choose_index(a.len()).unwrap_or(0);
@@ -244,7 +288,7 @@ pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
                     Instruction::FreeCall(f) => f.value_index = v as i32,
                 }
             }
-            4..=6 => {
+            TensorSize | TensorRank | TensorPlacement => {
                 let Some(vals) = plan.values.as_mut() else { continue };
                 if vals.is_empty() {
                     continue;
@@ -252,12 +296,12 @@ pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
                 let i = u.choose_index(vals.len()).unwrap_or(0);
                 if let crate::program::EValue::Tensor(t) = &mut vals[i] {
                     match what {
-                        4 => {
+                        TensorSize => {
                             if let Some(s) = t.sizes.as_mut().and_then(|s| s.first_mut()) {
                                 *s = v as i32;
                             }
                         }
-                        5 => {
+                        TensorRank => {
                             let rank = u.int_in_range(0..=20usize).unwrap_or(17);
                             t.sizes = Some(vec![1; rank]);
                             t.dim_order = Some((0..rank as u8).collect());
@@ -277,7 +321,7 @@ pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
                     }
                 }
             }
-            _ => {}
+            FirstSegmentOffset | LastSegmentSize | LastConstantOffset => {}
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Invariants (semantics.md E) checked on one generated case — `check_case(&generated, &opts)`,
-//! or `check_program(&ir, &opts)` with inputs drawn from a seed — used alike by tests, fuzzers
+//! or `check_ir(&ir, &opts)` with inputs drawn from a seed — used alike by tests, fuzzers
 //! and the `campaign` / `mutants` commands.
 //!
 //! Every check is independent of the code it checks: structure (I1–I3) is computed from the IR
@@ -154,7 +154,7 @@ pub fn case_of(ir: &IrProgram, input_seed: u64) -> Generated {
 }
 
 /// Checks every invariant on `ir` with inputs from [`case_of`] (seed 0).
-pub fn check_program(ir: &IrProgram, opts: &CheckOptions) -> Report {
+pub fn check_ir(ir: &IrProgram, opts: &CheckOptions) -> Report {
     check_case(&case_of(ir, 0), opts)
 }
 

@@ -441,6 +441,6 @@ pub fn check_method_with(loaded: &LoadedProgram<'_>, plan_index: usize, fault: O
 }
 
 /// Violations of every method of the program.
-pub fn check_program(loaded: &LoadedProgram<'_>) -> Vec<CheckError> {
+pub fn check_all_methods(loaded: &LoadedProgram<'_>) -> Vec<CheckError> {
     (0..loaded.program.plans().len()).flat_map(|i| check_method(loaded, i)).collect()
 }

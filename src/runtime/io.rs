@@ -219,26 +219,11 @@ pub fn ulp_gap(expected: &HostValue, actual: &HostValue) -> Option<u64> {
     }
 }
 
-/// Ulps a method may differ from PyTorch by: 0 when it only uses exact ops and no delegate.
+/// Ulps a method may differ from PyTorch by: 0 when every operator's kernel is exact and no
+/// delegate runs, else [`INEXACT_ULPS`].
 pub fn tolerance(plan: &ExecutionPlan) -> u64 {
-    const EXACT: &[&str] = &[
-        "aten::add",
-        "aten::sub",
-        "aten::mul",
-        "aten::relu",
-        "aten::permute_copy",
-        "aten::select_copy",
-        "aten::index_select",
-        "aten::argmax",
-        "aten::gt",
-        "aten::sym_size",
-        "aten::copy_",
-        "executorch_prim::",
-    ];
-    let exact_ops = plan.operator_list().iter().all(|o| {
-        let n = o.name.as_deref().unwrap_or("");
-        EXACT.iter().any(|e| n == *e || (e.ends_with("::") && n.starts_with(e)))
-    });
+    let exact_ops =
+        plan.operator_list().iter().all(|o| super::kernels::lookup(&o.qualified()).is_some_and(|k| k.exact));
     if exact_ops && plan.delegate_list().is_empty() {
         0
     } else {

@@ -13,7 +13,7 @@ use crate::program::ScalarType;
 use std::cmp::Ordering;
 
 /// A kernel: frame and the KernelCall's argument value indices.
-pub type Kernel = fn(&mut Frame<'_>, &[usize]) -> OpResult<()>;
+pub type KernelFn = fn(&mut Frame<'_>, &[usize]) -> OpResult<()>;
 
 fn bad(detail: impl Into<String>) -> OpError {
     OpError::new(ErrorCode::InvalidArgument, detail)
@@ -625,44 +625,104 @@ fn floordiv(x: i64, y: i64) -> Option<i64> {
     Some(if x % y != 0 && ((x < 0) != (y < 0)) { q - 1 } else { q })
 }
 
-/// `(qualified name, argument count, kernel)` of every operator the runtime implements.
-pub const KERNELS: &[(&str, usize, Kernel)] = &[
-    ("aten::add.out", 5, add),
-    ("aten::sub.out", 5, sub),
-    ("aten::mul.out", 4, mul),
-    ("aten::div.out", 4, div),
-    ("aten::mm.out", 4, mm),
-    ("aten::addmm.out", 7, addmm),
-    ("aten::linear.out", 5, linear),
-    ("aten::permute_copy.out", 4, permute_copy),
-    ("aten::relu.out", 3, relu),
-    ("aten::sin.out", 3, sin),
-    ("aten::cos.out", 3, cos),
-    ("aten::cumsum.out", 5, cumsum),
-    ("aten::select_copy.int_out", 5, select_copy),
-    ("aten::index_select.out", 5, index_select),
-    ("aten::argmax.out", 5, argmax),
-    ("aten::gt.Scalar_out", 4, gt),
-    ("aten::gt.Tensor_out", 4, gt),
-    ("aten::sym_size.int", 3, sym_size),
-    ("aten::copy_.default", 4, copy_),
+/// One operator the runtime implements.
+#[derive(Clone, Copy)]
+pub struct Kernel {
+    /// Qualified name, `name.overload`.
+    pub name: &'static str,
+    /// Argument count: schema arguments, then outputs (E12).
+    pub args: usize,
+    /// Whether its result is the same bits on every conforming implementation: elementwise
+    /// IEEE arithmetic, comparisons and data movement are; libm functions, divisions (an
+    /// optimised kernel may multiply by a reciprocal) and sums (any order) are not.
+    pub exact: bool,
+    /// The implementation.
+    pub run: KernelFn,
+}
+
+/// Every operator the runtime implements.
+pub const KERNELS: &[Kernel] = &[
     // Int arithmetic wraps, as ExecuTorch's unchecked int64 arithmetic does in practice.
-    ("executorch_prim::add.Scalar", 3, |f, a| prim(f, a, |x, y| Some(x.wrapping_add(y)), |x, y| x + y)),
-    ("executorch_prim::sub.Scalar", 3, |f, a| prim(f, a, |x, y| Some(x.wrapping_sub(y)), |x, y| x - y)),
-    ("executorch_prim::mul.Scalar", 3, |f, a| prim(f, a, |x, y| Some(x.wrapping_mul(y)), |x, y| x * y)),
-    ("executorch_prim::floordiv.Scalar", 3, |f, a| prim(f, a, floordiv, |x, y| (x / y).floor())),
-    ("executorch_prim::eq.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Equal)),
-    ("executorch_prim::gt.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Greater)),
-    ("executorch_prim::lt.Scalar", 3, |f, a| prim_cmp(f, a, |o| o == Ordering::Less)),
-    ("executorch_prim::ge.Scalar", 3, |f, a| prim_cmp(f, a, |o| o != Ordering::Less)),
-    ("executorch_prim::le.Scalar", 3, |f, a| prim_cmp(f, a, |o| o != Ordering::Greater)),
-    ("executorch_prim::et_copy_index.tensor", 3, et_copy_index),
-    ("executorch_prim::et_view.default", 3, et_view),
+    Kernel { name: "aten::add.out", args: 5, exact: true, run: add },
+    Kernel { name: "aten::sub.out", args: 5, exact: true, run: sub },
+    Kernel { name: "aten::mul.out", args: 4, exact: true, run: mul },
+    Kernel { name: "aten::div.out", args: 4, exact: false, run: div },
+    Kernel { name: "aten::mm.out", args: 4, exact: false, run: mm },
+    Kernel { name: "aten::addmm.out", args: 7, exact: false, run: addmm },
+    Kernel { name: "aten::linear.out", args: 5, exact: false, run: linear },
+    Kernel { name: "aten::permute_copy.out", args: 4, exact: true, run: permute_copy },
+    Kernel { name: "aten::relu.out", args: 3, exact: true, run: relu },
+    Kernel { name: "aten::sin.out", args: 3, exact: false, run: sin },
+    Kernel { name: "aten::cos.out", args: 3, exact: false, run: cos },
+    Kernel { name: "aten::cumsum.out", args: 5, exact: true, run: cumsum },
+    Kernel { name: "aten::select_copy.int_out", args: 5, exact: true, run: select_copy },
+    Kernel { name: "aten::index_select.out", args: 5, exact: true, run: index_select },
+    Kernel { name: "aten::argmax.out", args: 5, exact: true, run: argmax },
+    Kernel { name: "aten::gt.Scalar_out", args: 4, exact: true, run: gt },
+    Kernel { name: "aten::gt.Tensor_out", args: 4, exact: true, run: gt },
+    Kernel { name: "aten::sym_size.int", args: 3, exact: true, run: sym_size },
+    Kernel { name: "aten::copy_.default", args: 4, exact: true, run: copy_ },
+    Kernel {
+        name: "executorch_prim::add.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim(f, a, |x, y| Some(x.wrapping_add(y)), |x, y| x + y),
+    },
+    Kernel {
+        name: "executorch_prim::sub.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim(f, a, |x, y| Some(x.wrapping_sub(y)), |x, y| x - y),
+    },
+    Kernel {
+        name: "executorch_prim::mul.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim(f, a, |x, y| Some(x.wrapping_mul(y)), |x, y| x * y),
+    },
+    Kernel {
+        name: "executorch_prim::floordiv.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim(f, a, floordiv, |x, y| (x / y).floor()),
+    },
+    Kernel {
+        name: "executorch_prim::eq.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim_cmp(f, a, |o| o == Ordering::Equal),
+    },
+    Kernel {
+        name: "executorch_prim::gt.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim_cmp(f, a, |o| o == Ordering::Greater),
+    },
+    Kernel {
+        name: "executorch_prim::lt.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim_cmp(f, a, |o| o == Ordering::Less),
+    },
+    Kernel {
+        name: "executorch_prim::ge.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim_cmp(f, a, |o| o != Ordering::Less),
+    },
+    Kernel {
+        name: "executorch_prim::le.Scalar",
+        args: 3,
+        exact: true,
+        run: |f, a| prim_cmp(f, a, |o| o != Ordering::Greater),
+    },
+    Kernel { name: "executorch_prim::et_copy_index.tensor", args: 3, exact: true, run: et_copy_index },
+    Kernel { name: "executorch_prim::et_view.default", args: 3, exact: true, run: et_view },
 ];
 
-/// The kernel and argument count of an operator, by qualified name.
-pub fn lookup(qualified: &str) -> Option<(usize, Kernel)> {
+/// The kernel of an operator, by qualified name.
+pub fn lookup(qualified: &str) -> Option<&'static Kernel> {
     // An empty overload is the default one: `name` resolves as `name.default`.
     let default = (!qualified.contains('.')).then(|| format!("{qualified}.default"));
-    KERNELS.iter().find(|(n, _, _)| *n == qualified || default.as_deref() == Some(*n)).map(|(_, a, k)| (*a, *k))
+    KERNELS.iter().find(|k| k.name == qualified || default.as_deref() == Some(k.name))
 }

@@ -6,7 +6,7 @@ use super::backend::*;
 use super::check::{call_site_counts, check_method_with};
 use super::error::{ErrorCode, RuntimeError, Site};
 use super::frame::Frame;
-use super::kernels::{self, Kernel};
+use super::kernels::{self, KernelFn};
 use super::value::*;
 use crate::fault::Fault;
 use crate::format::{LoadedProgram, LoadedPtd};
@@ -61,7 +61,7 @@ pub struct Method<'a> {
     name: String,
     plan: &'a ExecutionPlan,
     frame: Frame<'a>,
-    kernels: Vec<Option<Kernel>>,
+    kernels: Vec<Option<KernelFn>>,
     delegates: Vec<LiveDelegate>,
     trace: Trace,
     budget: u64,
@@ -310,7 +310,7 @@ impl<'a> Method<'a> {
         trace: &Trace,
     ) -> Result<Method<'a>, RuntimeError> {
         let frame = build_frame(sources, plan, name, rt.memory_limit)?;
-        let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|(_, k)| k)).collect();
+        let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|k| k.run)).collect();
         let mut method = Method {
             name: name.to_string(),
             plan,

@@ -22,7 +22,7 @@ pub use backend::{
     Backend, BackendHandle, BackendOptions, BackendRegistry, DelegateArgs, InitContext, OptionValue, RuntimeOptions,
     Trace, TraceEvent, TraceSummary,
 };
-pub use check::{check_method, check_program};
+pub use check::{check_all_methods, check_method};
 pub use error::{CheckError, ErrorCode, RuntimeError, Site};
 pub use frame::{Frame, OpError};
 pub use method::{DataSources, Method, Runtime, DEFAULT_INSTRUCTION_BUDGET};

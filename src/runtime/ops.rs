@@ -5,5 +5,5 @@ use super::kernels;
 
 /// Argument count of a known operator, by `name.overload` (or `name` for the default overload).
 pub fn arity(qualified: &str) -> Option<usize> {
-    kernels::lookup(qualified).map(|(a, _)| a)
+    kernels::lookup(qualified).map(|k| k.args)
 }
