@@ -1,7 +1,7 @@
 //! Campaign throughput (`cargo bench --bench campaign`): programs checked per second on one
 //! core with the default configuration, and the split of time across the stages.
 
-use ptecheck::oracle::campaign::{run, CampaignOptions};
+use ptecheck::oracle::campaign::{CampaignOptions, run};
 
 fn main() {
     let cases = std::env::var("CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(3000);

@@ -3,11 +3,11 @@
 //! sharing off and on; and an 8-thread x 50-run stress on one shared model.
 
 use ptecheck::backends::default_backends_with;
-use ptecheck::backends::multifn::{export, MethodPartitions, MultifnBackend, ID, MULTIFUNCTION_SPEC, SHARE_OPTION};
-use ptecheck::emit::{emit, EmitOptions};
+use ptecheck::backends::multifn::{ID, MULTIFUNCTION_SPEC, MethodPartitions, MultifnBackend, SHARE_OPTION, export};
+use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
-use ptecheck::gen::examples::{multifunction, MF_WIDTH};
-use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
+use ptecheck::generator::examples::{MF_WIDTH, multifunction};
+use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::ir::{IrMethod, IrProgram, Op};
 use ptecheck::oracle::values::encode as to_host;

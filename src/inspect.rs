@@ -5,8 +5,8 @@
 //! Reads [`LoadedProgram`]; may not change it or decide validity (that is `format`/`runtime`).
 
 use crate::format::{LoadedProgram, LoadedPtd};
-use crate::program::{sha256_hex, DataLocation, EValue, Instruction};
-use serde_json::{json, Value};
+use crate::program::{DataLocation, EValue, Instruction, sha256_hex};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

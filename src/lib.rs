@@ -1,37 +1,21 @@
 //! ptecheck: property-based verification and fuzzing harness for ExecuTorch `.pte` programs
 //! and their backend delegates.
 //!
-//! Stages, data flowing one way: [`format`] (bytes <-> model) and [`program`] (owned model),
-//! [`ir`] (input programs, eager interpreter) -> [`emit`] -> [`format`]; [`format`] -> [`runtime`]
-//! with [`backends`]; [`gen`] builds programs; [`inspect`] renders reports.
-#![deny(unsafe_code)]
+//! Stages, data flowing one way (ARCHITECTURE.md): [`generator`] builds cases of [`ir`]
+//! programs; [`emit`] turns IR into a [`program`] that [`format`] writes as bytes; [`format`]
+//! loads bytes back; [`runtime`] checks and runs a loaded program with [`backends`]; [`ir`]'s
+//! eager interpreter predicts the outputs; [`oracle`] compares. The file format and the
+//! program model live in the `pte` crate, re-exported here as [`format`] and [`program`].
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[forbid(unsafe_code)]
-pub mod program;
+pub use pte::{format, program};
 
-#[forbid(unsafe_code)]
-pub mod ir;
-
-#[forbid(unsafe_code)]
-pub mod fault;
-
-pub mod format;
-
-#[forbid(unsafe_code)]
-pub mod inspect;
-
-#[forbid(unsafe_code)]
-pub mod runtime;
-
-#[forbid(unsafe_code)]
 pub mod backends;
-
-#[forbid(unsafe_code)]
 pub mod emit;
-
-#[forbid(unsafe_code)]
-pub mod gen;
-
-#[forbid(unsafe_code)]
+pub mod fault;
+pub mod generator;
+pub mod inspect;
+pub mod ir;
 pub mod oracle;
+pub mod runtime;

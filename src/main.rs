@@ -5,7 +5,7 @@
 use clap::{Args, Parser, Subcommand};
 use ptecheck::fault::Fault;
 use ptecheck::format::{self, LoadedProgram};
-use ptecheck::runtime::{io, HostValue, Runtime, RuntimeError, Session, Trace};
+use ptecheck::runtime::{HostValue, Runtime, RuntimeError, Session, Trace, io};
 use serde_json::json;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -42,11 +42,7 @@ impl Exit {
             Exit::Failed => 2,
             Exit::Rejected => 3,
         };
-        if rank(other) > rank(self) {
-            other
-        } else {
-            self
-        }
+        if rank(other) > rank(self) { other } else { self }
     }
 }
 
@@ -482,7 +478,7 @@ fn print_trace(trace: &Trace) {
 }
 
 fn emit(a: EmitArgs) -> CmdResult {
-    use ptecheck::gen::examples::{example, EXAMPLES};
+    use ptecheck::generator::examples::{EXAMPLES, example};
     let program = match (&a.program, &a.example) {
         (Some(path), _) => {
             let text =
@@ -536,9 +532,9 @@ fn emit(a: EmitArgs) -> CmdResult {
 }
 
 fn campaign(a: CampaignArgs) -> CmdResult {
-    use ptecheck::oracle::campaign::{run_with, CampaignOptions, Progress};
+    use ptecheck::oracle::campaign::{CampaignOptions, Progress, run_with};
     let config = match &a.config {
-        None => ptecheck::gen::GenConfig::default(),
+        None => ptecheck::generator::GenConfig::default(),
         Some(p) => serde_json::from_value(read_json(p)?).map_err(|e| Rejected(format!("{}: {e}", p.display())))?,
     };
     let opts = CampaignOptions {
@@ -589,7 +585,7 @@ fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
         println!("  {k:<9} {v}");
     }
     println!("features generated (programs):");
-    let mut names: Vec<String> = ptecheck::gen::feature_names();
+    let mut names: Vec<String> = ptecheck::generator::feature_names();
     let extra: Vec<String> = r.features.keys().filter(|k| !names.contains(k)).cloned().collect();
     names.extend(extra);
     for f in &names {

@@ -215,16 +215,16 @@ fn emit_example_save_json_and_emit_it_back_byte_identical() {
         let jpath = dir.join(format!("{name}.json"));
         std::fs::write(&jpath, &json.stdout).expect("write");
         let (a, b) = (dir.join(format!("{name}-a.pte")), dir.join(format!("{name}-b.pte")));
-        assert!(bin()
-            .args(["emit", "--example", name, "-o", a.to_str().expect("p")])
-            .status()
-            .expect("runs")
-            .success());
-        assert!(bin()
-            .args(["emit", jpath.to_str().expect("p"), "-o", b.to_str().expect("p")])
-            .status()
-            .expect("runs")
-            .success());
+        assert!(
+            bin().args(["emit", "--example", name, "-o", a.to_str().expect("p")]).status().expect("runs").success()
+        );
+        assert!(
+            bin()
+                .args(["emit", jpath.to_str().expect("p"), "-o", b.to_str().expect("p")])
+                .status()
+                .expect("runs")
+                .success()
+        );
         assert_eq!(std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b"), "{name}");
     }
     let run = |share: &[&str]| {

@@ -3,9 +3,9 @@
 //! snapshotted in snapshots/ for review.
 
 use ptecheck::backends::default_runtime;
-use ptecheck::emit::{emit, EmitOptions};
+use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
-use ptecheck::gen::examples::{example, EXAMPLES};
+use ptecheck::generator::examples::{EXAMPLES, example};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::oracle::values::encode as to_host;
 use ptecheck::runtime::{HostValue, Trace};

@@ -3,13 +3,13 @@
 //! consequences, on the reference runtime's trace and outputs against the eager interpreter.
 
 use ptecheck::backends::default_runtime;
-use ptecheck::backends::graph::{lower, Flavor};
-use ptecheck::emit::{emit, EmitError, EmitOptions};
+use ptecheck::backends::graph::{Flavor, lower};
+use ptecheck::emit::{EmitError, EmitOptions, emit};
 use ptecheck::format;
-use ptecheck::gen::examples::{example, step_graph};
-use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
+use ptecheck::generator::examples::{example, step_graph};
+use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
-use ptecheck::ir::{saved, Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, ValueType};
+use ptecheck::ir::{Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, ValueType, saved};
 use ptecheck::oracle::values::encode as to_host;
 use ptecheck::program::*;
 use ptecheck::runtime::{HostValue, RuntimeError, Trace, TraceSummary};

@@ -177,8 +177,8 @@ fn crafted_regressions_are_committed_and_rejected_with_typed_errors() {
 
 #[test]
 fn emitted_example_seeds_are_what_the_emitter_writes() {
-    use ptecheck::emit::{emit, EmitOptions};
-    use ptecheck::gen::examples::{example, EXAMPLES};
+    use ptecheck::emit::{EmitOptions, emit};
+    use ptecheck::generator::examples::{EXAMPLES, example};
     let dir = corpus().join("load_pte/seeds");
     let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();
     for name in EXAMPLES {

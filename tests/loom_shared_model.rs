@@ -11,8 +11,8 @@ mod sync {
 #[path = "../src/backends/multifn/table.rs"]
 mod table;
 
-use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
 use table::{ModelKey, ModelTable, Resident};
 
 struct Model;
@@ -62,11 +62,7 @@ fn a_failed_load_leaves_no_entry_and_a_waiter_retries() {
                 loom::thread::spawn(move || {
                     t.acquire(&key(), || {
                         // The first attempt fails; any later one succeeds.
-                        if a.fetch_add(1, Ordering::SeqCst) == 0 {
-                            Err(())
-                        } else {
-                            Ok(Model)
-                        }
+                        if a.fetch_add(1, Ordering::SeqCst) == 0 { Err(()) } else { Ok(Model) }
                     })
                     .is_ok()
                 })

@@ -2,13 +2,13 @@
 
 use ptecheck::backends::multifn::table::{ModelKey, ModelTable, Resident};
 use ptecheck::backends::multifn::{
-    export, parse_manifest, ExportError, MethodPartitions, MultifnBackend, MULTIFUNCTION_SPEC,
+    ExportError, MULTIFUNCTION_SPEC, MethodPartitions, MultifnBackend, export, parse_manifest,
 };
 use ptecheck::backends::{default_backends_with, multifn};
-use ptecheck::emit::{emit, EmitOptions};
+use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
-use ptecheck::gen::examples::{example, multifunction, MF_WIDTH};
-use ptecheck::ir::build::{f32_const, f32_tensor, GraphBuilder};
+use ptecheck::generator::examples::{MF_WIDTH, example, multifunction};
+use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::ir::{Graph, IrMethod, IrProgram, Op};
 use ptecheck::oracle::values::encode as to_host;

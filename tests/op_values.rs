@@ -4,9 +4,9 @@
 //! and run). The expected values are literals: neither implementation computes them, so an op
 //! computed the same wrong way by both fails here.
 
-use ptecheck::emit::{emit, EmitOptions};
+use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
-use ptecheck::ir::eval::{eval_op, Data, Tensor, Val};
+use ptecheck::ir::eval::{Data, Tensor, Val, eval_op};
 use ptecheck::ir::{Dtype, Graph, IrMethod, IrProgram, Node, Op, OpKind, ValueType};
 use ptecheck::oracle::values::{encode, same, show};
 use ptecheck::runtime::Session;

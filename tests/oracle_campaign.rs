@@ -1,8 +1,8 @@
 //! Generator coverage, the campaign, and seeded-bug detection.
 
 use ptecheck::fault::Fault;
-use ptecheck::gen::{feature_names, Feature, Switch};
-use ptecheck::oracle::campaign::{run, CampaignOptions};
+use ptecheck::generator::{Feature, Switch, feature_names};
+use ptecheck::oracle::campaign::{CampaignOptions, run};
 use ptecheck::oracle::mutants::run_mutants;
 
 #[test]
@@ -27,7 +27,7 @@ fn within_1000_cases_every_feature_appears_and_every_program_emits_loads_and_ini
 fn while_loops_are_generated_only_when_switched_on() {
     let off = run(&CampaignOptions { cases: 200, ..CampaignOptions::default() });
     assert_eq!(off.features.get("while"), None);
-    let mut cfg = ptecheck::gen::GenConfig::default();
+    let mut cfg = ptecheck::generator::GenConfig::default();
     cfg.features.set(Switch::WhileLoop, true);
     let on = run(&CampaignOptions { cases: 300, config: cfg, ..CampaignOptions::default() });
     assert_eq!(on.failures, 0);
@@ -77,7 +77,7 @@ fn shards_partition_the_cases() {
 #[test]
 fn swarm_draws_below_the_configured_limits_even_above_the_defaults() {
     use ptecheck::oracle::campaign::case_config;
-    let config = ptecheck::gen::GenConfig { max_depth: 4, max_nodes: 30, ..Default::default() };
+    let config = ptecheck::generator::GenConfig { max_depth: 4, max_nodes: 30, ..Default::default() };
     let opts = CampaignOptions { config, ..CampaignOptions::default() };
     let drawn: Vec<_> = (0..400).map(|c| case_config(&opts, c)).collect();
     assert!(drawn.iter().all(|c| c.max_depth <= 4 && c.max_nodes <= 30));

@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use ptecheck::gen::{generate_from_bytes, GenConfig, Switch};
-use ptecheck::oracle::{check_case, CheckOptions};
+use ptecheck::generator::{GenConfig, Switch, generate_from_bytes};
+use ptecheck::oracle::{CheckOptions, check_case};
 
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {

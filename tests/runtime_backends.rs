@@ -2,11 +2,11 @@
 //! outputs, and mutable buffers start from their serialized initial values.
 
 use ptecheck::backends::default_runtime;
-use ptecheck::backends::graph::{lower, Flavor};
-use ptecheck::emit::{emit, EmitOptions};
+use ptecheck::backends::graph::{Flavor, lower};
+use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
-use ptecheck::gen::examples::step_graph;
-use ptecheck::ir::build::{f32_tensor, GraphBuilder};
+use ptecheck::generator::examples::step_graph;
+use ptecheck::ir::build::{GraphBuilder, f32_tensor};
 use ptecheck::ir::{IrMethod, IrProgram};
 use ptecheck::program::*;
 use ptecheck::runtime::{HostTensor, HostValue, Trace};
@@ -87,7 +87,7 @@ fn mutable_buffers_start_from_their_segment() {
 
 #[test]
 fn a_graph_blob_is_a_checked_plan_of_kernels_not_an_interpreted_graph() {
-    use ptecheck::backends::graph::{parse, BLOB_METHOD, MAGIC};
+    use ptecheck::backends::graph::{BLOB_METHOD, MAGIC, parse};
     let m = lower(Flavor::Demo, step_graph(), vec![], None).expect("lowers");
     let body = m.processed.strip_prefix(MAGIC).expect("magic");
     let loaded = format::load(body).expect("the blob is a .pte");

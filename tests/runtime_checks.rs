@@ -1,10 +1,10 @@
-//! Init-time checks (issue C point 2, in progress): real programs pass; each bad-program class is
-//! rejected with its typed error and ExecuTorch code.
+//! Init-time checks: real programs pass; each bad-program class is rejected with its typed error
+//! and ExecuTorch code.
 
 use ptecheck::format;
 use ptecheck::program::*;
-use ptecheck::program::{ScratchSpec, SCRATCH_KEY};
-use ptecheck::runtime::{check_all_methods, check_method, CheckError, ErrorCode};
+use ptecheck::program::{SCRATCH_KEY, ScratchSpec};
+use ptecheck::runtime::{CheckError, ErrorCode, check_all_methods, check_method};
 
 fn real(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/corpus/real/{name}.pte", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")

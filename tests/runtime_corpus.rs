@@ -5,7 +5,7 @@
 use ptecheck::backends::default_runtime;
 use ptecheck::format;
 use ptecheck::runtime::io::run_expect;
-use ptecheck::runtime::{check_all_methods, Session, Trace};
+use ptecheck::runtime::{Session, Trace, check_all_methods};
 
 fn read(name: &str, ext: &str) -> Vec<u8> {
     std::fs::read(format!("{}/corpus/real/{name}.{ext}", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")

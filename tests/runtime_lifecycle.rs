@@ -266,7 +266,7 @@ fn runtime_options_parse_and_type_check() {
 /// the runtime's trace reports).
 fn denoise_destroys(fault: Option<ptecheck::fault::Fault>) -> (usize, usize) {
     use ptecheck::backends::ledger::{Counted, Ledger};
-    let p = ptecheck::gen::examples::example("denoise-loop").expect("example");
+    let p = ptecheck::generator::examples::example("denoise-loop").expect("example");
     let bytes = ptecheck::emit::emit(&p, &Default::default()).expect("emits").to_bytes().expect("writes");
     let loaded = format::load(&bytes).expect("loads");
     let ledger = Ledger::default();

@@ -14,9 +14,9 @@
 //!   to sharing, so the emitter's "scratch is never shared" rule (SH5) is what keeps its calls
 //!   apart.
 
-use crate::emit::{emit, EmitOptions};
+use crate::emit::{EmitOptions, emit};
 use crate::fault::Fault;
-use crate::ir::infer::{err, graph_types, IrError};
+use crate::ir::infer::{IrError, err, graph_types};
 use crate::ir::{Dtype, Graph, IrMethod, IrProgram, LoweredModule, ScratchDecl, ValueType};
 use crate::program::CompileSpec;
 use crate::runtime::frame::{OpError, OpResult};

@@ -12,7 +12,7 @@
 
 use crate::fault::Fault;
 use crate::format::{self, FormatError, WriteOptions};
-use crate::ir::infer::{graph_types, node_types, IrError};
+use crate::ir::infer::{IrError, graph_types, node_types};
 use crate::ir::{ConstTensor, Dtype, Graph, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
 use crate::program::*;
 use sha2::{Digest, Sha256};

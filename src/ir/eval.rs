@@ -4,7 +4,7 @@
 //! own (nothing is shared with `runtime::kernels`): float32 ops in f32, products summed in f32
 //! in index order, int64 arithmetic wrapping in two's complement, NaN propagating.
 
-use super::infer::{broadcast, err, norm_dim, IrError};
+use super::infer::{IrError, broadcast, err, norm_dim};
 use super::*;
 
 /// Elements of a tensor, typed.
@@ -618,7 +618,7 @@ pub fn eval_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Vec<Val>
 
 /// Deterministic, tame inputs for a graph (multiples of 1/256 in about ±3.9, ints in [-10,
 /// 10]; dynamic tensors at their bound), for examples and tests; the campaign draws harsher
-/// ones (`gen::inputs`).
+/// ones (`generator::inputs`).
 pub fn sample_inputs(g: &Graph, seed: u64) -> Vec<Val> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
     let mut next = move || {

@@ -4,8 +4,8 @@
 //! (it loads as false), (5, 4) ones also predate scratch specs. Every rejection names the JSON
 //! path.
 
-use super::infer::typecheck_program;
 use super::IrProgram;
+use super::infer::typecheck_program;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 

@@ -4,13 +4,13 @@
 //! (chunk deletion, then byte zeroing) while the same invariant keeps failing; since the
 //! generator is total, every shrink step is a valid program.
 
-use super::{check_case, node_count, CheckOptions, Failure, Invariant, Report, Timings};
+use super::{CheckOptions, Failure, Invariant, Report, Timings, check_case, node_count};
 use crate::fault::Fault;
-use crate::gen::{generate, GenConfig, Generated};
+use crate::generator::{GenConfig, Generated, generate};
 use crate::ir::saved;
 use arbitrary::Unstructured;
-use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,4 +1,5 @@
-//! Fuzz entry points. Each cargo-fuzz target is one call of a function here, and
+//! Fuzz entry points. Each cargo-fuzz target calls these (for `structured` and `mutate_real`: a
+//! preparation half, then `load_pte` under the allocation guard), and
 //! `tests/fuzz_replay.rs` runs the same functions over `corpus/<target>/`, so a crash found by
 //! the fuzzer is a failing `cargo test` once its input is committed.
 //!
@@ -6,10 +7,10 @@
 //! or runtime (a crash on bad input), or in the emitter (an invariant violated on a valid
 //! generated program).
 
-use super::{check_case, CheckOptions};
+use super::{CheckOptions, check_case};
 use crate::backends::default_runtime;
 use crate::format::{self, LoadedProgram};
-use crate::gen::{generate, GenConfig};
+use crate::generator::{GenConfig, generate};
 use crate::ir::saved;
 use crate::program::{Instruction, Program};
 use crate::runtime::{Runtime, Session};

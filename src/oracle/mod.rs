@@ -20,12 +20,12 @@ pub mod values;
 
 pub use invariant::Invariant;
 
-use crate::emit::{emit, EmitOptions};
+use crate::emit::{EmitOptions, emit};
 use crate::fault::Fault;
 use crate::format::{self, WriteOptions};
-use crate::gen::{Generated, RunChoices};
-use crate::ir::eval::{eval_method_calls, sample_inputs, CallRecord};
-use crate::ir::{saved, Graph, IrProgram};
+use crate::generator::{Generated, RunChoices};
+use crate::ir::eval::{CallRecord, eval_method_calls, sample_inputs};
+use crate::ir::{Graph, IrProgram, saved};
 use crate::runtime::HostValue;
 use lifecycle::{Expect, Rig};
 use serde::Serialize;

@@ -1,8 +1,8 @@
 //! `mutants`: runs the campaign against each seeded fault and reports whether the invariants
 //! caught it, which one, after how many cases, and how small the shrunk counterexample is.
 
-use super::campaign::{run, CampaignOptions};
 use super::Invariant;
+use super::campaign::{CampaignOptions, run};
 use crate::fault::Fault;
 use serde::Serialize;
 

@@ -6,7 +6,7 @@ use super::{Invariant, Report};
 use crate::format::LoadedProgram;
 use crate::ir::infer::graph_types;
 use crate::ir::{Dtype, Graph, IrProgram, LoweredModule, Node, ValueType};
-use crate::program::{EValue, ExecutionPlan, Instruction, ScalarType, TensorShapeDynamism, SCRATCH_KEY};
+use crate::program::{EValue, ExecutionPlan, Instruction, SCRATCH_KEY, ScalarType, TensorShapeDynamism};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Module indices of the Call nodes of `g`, in emission order (pre-order, sub-graphs in place).

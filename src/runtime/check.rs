@@ -12,7 +12,7 @@ use super::ops;
 use crate::fault::Fault;
 use crate::format::LoadedProgram;
 use crate::program::{
-    parse_scratch, EValue, ExecutionPlan, Instruction, Tensor, TensorDataLocation, TensorShapeDynamism, SCRATCH_KEY,
+    EValue, ExecutionPlan, Instruction, SCRATCH_KEY, Tensor, TensorDataLocation, TensorShapeDynamism, parse_scratch,
 };
 
 /// Largest tensor rank the runtime accepts.
@@ -101,7 +101,7 @@ impl Checker<'_, '_> {
                     i,
                     format!("dim_order has {} entries for rank {}", d.len(), sizes.len()),
                     InvalidProgram,
-                )
+                );
             }
             Some(d) => {
                 let mut seen = [false; MAX_RANK];
@@ -143,7 +143,7 @@ impl Checker<'_, '_> {
                         i,
                         format!("planned [{}, +{nbytes}) does not fit arena {id} of {arena} bytes", a.offset()),
                         MemoryAllocationFailed,
-                    )
+                    );
                 }
             }
             if t.data_buffer_idx > 0 && !external {

@@ -124,7 +124,7 @@ impl Frame<'_> {
                 return Err(OpError::new(
                     ErrorCode::InvalidState,
                     format!("values[{v}] is constant buffer {k}; not writable"),
-                ))
+                ));
             }
         };
         dst.copy_from_slice(data);
@@ -193,10 +193,10 @@ impl Frame<'_> {
                 return Err(OpError::new(
                     ErrorCode::NotSupported,
                     format!("values[{v}] is static {:?}; cannot resize to {sizes:?}", t.sizes),
-                ))
+                ));
             }
             (_, _) if sizes.len() != t.sizes.len() => {
-                return Err(bad(format!("values[{v}]: resize from rank {} to rank {}", t.sizes.len(), sizes.len())))
+                return Err(bad(format!("values[{v}]: resize from rank {} to rank {}", t.sizes.len(), sizes.len())));
             }
             (_, Storage::Arena { capacity, .. }) => {
                 if need.is_none_or(|n| n > *capacity) {

@@ -5,10 +5,10 @@
 
 use super::error::RuntimeError;
 use super::session::Session;
-use super::value::{decode_f64, encode_f64, encode_i64, is_float, HostTensor, HostValue};
-use crate::program::{sha256_hex, ExecutionPlan, ScalarType};
+use super::value::{HostTensor, HostValue, decode_f64, encode_f64, encode_i64, is_float};
+use crate::program::{ExecutionPlan, ScalarType, sha256_hex};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use thiserror::Error;
 
 /// Ulp gap tolerated for methods whose ops may round differently from PyTorch.
@@ -172,20 +172,12 @@ pub fn list_from_json(v: &Value, path: &str) -> Result<Vec<HostValue>, IoError> 
 
 fn ordered_f32(x: f32) -> i64 {
     let b = x.to_bits() as i32 as i64;
-    if b < 0 {
-        i64::from(i32::MIN) - b
-    } else {
-        b
-    }
+    if b < 0 { i64::from(i32::MIN) - b } else { b }
 }
 
 fn ordered_f64(x: f64) -> i128 {
     let b = x.to_bits() as i64 as i128;
-    if b < 0 {
-        i128::from(i64::MIN) - b
-    } else {
-        b
-    }
+    if b < 0 { i128::from(i64::MIN) - b } else { b }
 }
 
 /// Largest ulp gap between two values of the same kind, dtype and shape (`None` = they differ
@@ -224,11 +216,7 @@ pub fn ulp_gap(expected: &HostValue, actual: &HostValue) -> Option<u64> {
 pub fn tolerance(plan: &ExecutionPlan) -> u64 {
     let exact_ops =
         plan.operator_list().iter().all(|o| super::kernels::lookup(&o.qualified()).is_some_and(|k| k.exact));
-    if exact_ops && plan.delegate_list().is_empty() {
-        0
-    } else {
-        INEXACT_ULPS
-    }
+    if exact_ops && plan.delegate_list().is_empty() { 0 } else { INEXACT_ULPS }
 }
 
 /// Outcome of one recorded run.

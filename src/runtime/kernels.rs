@@ -3,12 +3,15 @@
 //! Each kernel receives the KernelCall's value indices in schema order followed by its outputs
 //! (E12), reads its inputs into owned vectors first (so in-place aliasing of an output with an
 //! input is safe), resizes its output as ExecuTorch's `resize_tensor` does, and writes it.
-//! Float math is done in f64 and rounded once to the output type: exact for add/sub/mul on f32;
-//! sin/cos use f32 libm; reductions may differ from PyTorch's summation order by a few ulp.
+//! Elementwise float32 arithmetic is computed in f64 and rounded to f32, which for one +, -, *
+//! or / of f32 operands is the correctly rounded f32 result (what ExecuTorch computes); integer
+//! tensors are read and written as i64 (never through f64), wrapping on overflow; sin/cos call
+//! f32 libm; products are summed in f32 in index order (the portable kernels' loop), which an
+//! optimised kernel (BLAS) may reorder — see `Kernel::exact`.
 
 use super::error::ErrorCode;
 use super::frame::{Frame, OpError, OpResult};
-use super::value::{is_float, Value};
+use super::value::{Value, is_float};
 use crate::program::ScalarType;
 use std::cmp::Ordering;
 
@@ -151,11 +154,7 @@ fn unary(f: &mut Frame<'_>, a: usize, out: usize, op: impl Fn(f64, ScalarType) -
 }
 
 fn trig(v: f64, dtype: ScalarType, f32op: fn(f32) -> f32, f64op: fn(f64) -> f64) -> f64 {
-    if dtype == ScalarType::DOUBLE {
-        f64op(v)
-    } else {
-        f32op(v as f32) as f64
-    }
+    if dtype == ScalarType::DOUBLE { f64op(v) } else { f32op(v as f32) as f64 }
 }
 
 fn add(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
@@ -270,11 +269,7 @@ fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
                 for p in 0..k {
                     acc += x[i * k + p] * w_at(p);
                 }
-                if bias.is_some() {
-                    alpha * acc + beta * b[i * m + j]
-                } else {
-                    alpha * acc
-                }
+                if bias.is_some() { alpha * acc + beta * b[i * m + j] } else { alpha * acc }
             };
         }
     }
@@ -577,17 +572,7 @@ fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let known: i64 = want.iter().filter(|d| **d >= 0).product();
     let sizes: Vec<usize> = want
         .iter()
-        .map(|d| {
-            if *d < 0 {
-                if known == 0 {
-                    0
-                } else {
-                    numel / known as usize
-                }
-            } else {
-                *d as usize
-            }
-        })
+        .map(|d| if *d < 0 { if known == 0 { 0 } else { numel / known as usize } } else { *d as usize })
         .collect();
     if sizes.iter().product::<usize>() != numel {
         return Err(bad(format!("et_view: {want:?} does not match {} elements", numel)));

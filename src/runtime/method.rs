@@ -500,7 +500,7 @@ impl<'a> Method<'a> {
                             site,
                             ErrorCode::InvalidProgram,
                             format!("jump condition values[{v}] is {}", other.kind()),
-                        ))
+                        ));
                     }
                 };
                 if !truth {

@@ -19,16 +19,16 @@ mod sync {
     pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 }
 
-use crate::backends::graph::{compile, BLOB_METHOD};
-use crate::ir::infer::{graph_types, IrError};
+use crate::backends::graph::{BLOB_METHOD, compile};
+use crate::ir::infer::{IrError, graph_types};
 use crate::ir::{ConstTensor, Graph, HexBytes, LoweredModule, NamedBlob};
-use crate::program::{sha256_hex, CompileSpec};
+use crate::program::{CompileSpec, sha256_hex};
 use crate::runtime::frame::{OpError, OpResult};
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext, NestedPlan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use table::{ModelKey, ModelTable, Resident};
 use thiserror::Error;
 
@@ -227,7 +227,7 @@ pub fn export(methods: &[MethodPartitions]) -> Result<(Vec<LoweredModule>, Vec<N
                 match reference {
                     None => reference = Some((&m.method, specs)),
                     Some((first, r)) if r != specs => {
-                        return Err(ExportError::DifferentSpecs { first: first.into(), second: m.method.clone() })
+                        return Err(ExportError::DifferentSpecs { first: first.into(), second: m.method.clone() });
                     }
                     _ => {}
                 }

@@ -11,5 +11,5 @@ pub mod inputs;
 pub mod observe;
 
 pub use config::GenConfig;
-pub use features::{feature_names, Feature, Switch, Switches};
-pub use generate::{generate, generate_from_bytes, Generated, RunChoices};
+pub use features::{Feature, Switch, Switches, feature_names};
+pub use generate::{Generated, RunChoices, generate, generate_from_bytes};

@@ -5,7 +5,7 @@
 use super::{DelegateCall, FreeCall, JumpFalseCall, KernelCall, MoveCall, Tensor};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// One value of a method (`EValue` with its `KernelTypes` payload).
 #[derive(Clone, Debug, PartialEq)]

@@ -2,11 +2,11 @@
 //! naming the field, index or offset — never a panic.
 
 use flatbuffers::FlatBufferBuilder;
-use ptecheck::format::{self, FormatError, LoadLimits, WriteOptions};
-use ptecheck::program::*;
+use pte::format::{self, FormatError, LoadLimits, WriteOptions};
+use pte::program::*;
 
 fn real(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/corpus/real/{name}.pte", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
+    std::fs::read(format!("{}/../../corpus/real/{name}.pte", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
 }
 
 /// A small program with one plan, one delegate (SEGMENT 1), constants in segment 0 and one
@@ -477,40 +477,6 @@ fn every_truncation_of_a_real_file_is_rejected_or_only_drops_unused_bytes() {
             assert!(accepted.iter().all(|l| *l + 16 >= d.len()), "{name}: {accepted:?} of {}", d.len());
         }
     }
-}
-
-#[test]
-fn every_single_byte_flip_of_a_real_file_is_rejected_or_handled() {
-    let d = real("demo_repeated_call_3x");
-    let full = format::load(&d).expect("loads");
-    let rt = ptecheck::backends::default_runtime();
-    let (mut rejected, mut same, mut changed) = (0, 0, 0);
-    for i in 0..d.len() {
-        let mut m = d.clone();
-        m[i] ^= 0xff;
-        match format::load(&m) {
-            Err(e) => {
-                rejected += 1;
-                // The preamble's identifier is checked exactly.
-                if (4..8).contains(&i) {
-                    assert_eq!(e.kind(), "WrongIdentifier", "flip at {i}");
-                }
-            }
-            Ok(l) => {
-                assert!(!(4..8).contains(&i), "flip at {i} of the identifier accepted");
-                if l.program == full.program {
-                    same += 1;
-                } else {
-                    changed += 1;
-                }
-                // Whatever loads is checked and run without a panic, hang or leak.
-                let _ = ptecheck::runtime::check_all_methods(&l);
-                let _ = ptecheck::oracle::fuzz::run_all(&l, &rt);
-            }
-        }
-    }
-    assert_eq!(rejected + same + changed, d.len());
-    assert!(rejected > 0 && changed > 0, "rejected {rejected}, unchanged {same}, changed {changed}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! External data (`.ptd`): write -> load round trip, shared blobs, and typed rejections.
 
-use ptecheck::format::{load_ptd, write_ptd, FormatError, TensorLayout};
-use ptecheck::program::ScalarType;
+use pte::format::{FormatError, TensorLayout, load_ptd, write_ptd};
+use pte::program::ScalarType;
 
 fn sample() -> Vec<u8> {
     let layout = TensorLayout { scalar_type: ScalarType::FLOAT, sizes: vec![2, 2], dim_order: vec![0, 1] };

@@ -1,11 +1,11 @@
 //! External data files (`.ptd`, FlatTensor `FT01` with an `FH01` header; pte-format §8):
-//! reader with the same guarantees as the `.pte` loader, and a writer used by tests and the
-//! emitter for external constants.
+//! reader with the same guarantees as the `.pte` loader, and a writer (used by tests to make
+//! programs with external constants; the emitter keeps constants in the program).
 
+use super::FormatError;
 use super::generated::flat_tensor_flatbuffer as ft;
 use super::header::{align_up, root_offset};
 use super::read::verifier_options;
-use super::FormatError;
 use crate::program::ScalarType;
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 use serde::Serialize;

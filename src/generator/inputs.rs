@@ -34,11 +34,7 @@ pub fn draw_f32(u: &mut Unstructured<'_>) -> f32 {
         // Any finite bit pattern.
         _ => {
             let f = f32::from_bits(bits);
-            if f.is_finite() {
-                f
-            } else {
-                sign
-            }
+            if f.is_finite() { f } else { sign }
         }
     }
 }

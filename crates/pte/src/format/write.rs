@@ -1,16 +1,18 @@
 //! `format::write`: owned program + segment bytes -> `.pte` file bytes.
 //!
-//! Lays the FlatBuffers data out the way ExecuTorch's serializer does (it feeds the dataclass
-//! JSON to flatc): a table's children are serialised in dataclass field order as they are met,
-//! then its fields are added largest scalar size first and, within a size, in field order;
-//! default scalars and absent fields are omitted; `[ubyte]` vectors marked `force_align` start
-//! on that alignment. The `eh00` header is spliced after the preamble (root offset bumped) only
+//! Lays the FlatBuffers data out the way ExecuTorch's serializer does. ExecuTorch >= 1.0 builds
+//! it with the Python `flatbuffers` builder ([`Layout::PythonBuilder`], the default): a table's
+//! children are serialised in dataclass field order as they are met, then its fields are added
+//! in schema slot order. ExecuTorch 0.2 fed the dataclass JSON to flatc ([`Layout::Flatc`]):
+//! fields are added largest scalar size first and, within a size, last field first. In both,
+//! default scalars and absent fields are omitted and `[ubyte]` vectors marked `force_align`
+//! start on that alignment. The `eh00` header is spliced after the preamble (root offset bumped) only
 //! when there is segment data, and segments follow at `segment_base_offset`, each aligned.
 
-use super::generated::executorch_flatbuffer as fb;
-use super::header::{align_up, ExtendedHeader, HEADER_LENGTH, PTE_IDENTIFIER};
-use super::read::LoadedProgram;
 use super::FormatError;
+use super::generated::executorch_flatbuffer as fb;
+use super::header::{ExtendedHeader, HEADER_LENGTH, PTE_IDENTIFIER, align_up};
+use super::read::LoadedProgram;
 use crate::program::*;
 use flatbuffers::{FlatBufferBuilder, Push, WIPOffset};
 

@@ -1,8 +1,8 @@
 //! Built-in example programs (`ptecheck emit --example NAME`): each isolates one delegate rule
 //! a reviewer wants to see in an emitted program.
 
-use crate::backends::graph::{lower, Flavor};
-use crate::ir::build::{f32_const, f32_tensor, GraphBuilder};
+use crate::backends::graph::{Flavor, lower};
+use crate::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use crate::ir::{Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, ValueType};
 
 /// Names of the built-in examples.
@@ -39,7 +39,7 @@ fn linear_partition(rows: usize, seed: u64, relu: bool) -> Graph {
 /// Methods `forward` (`[1, W]`) and `prefill` (`[4, W]`), each: partition 0 (linear 1), a CPU
 /// graph break (cumsum), partition 1 (linear 2 + relu). Both methods share both weight sets.
 pub fn multifunction(on: bool) -> IrProgram {
-    use crate::backends::multifn::{export, MethodPartitions, MULTIFUNCTION_SPEC};
+    use crate::backends::multifn::{MULTIFUNCTION_SPEC, MethodPartitions, export};
     let specs = if on { vec![(MULTIFUNCTION_SPEC.to_string(), vec![1u8])] } else { vec![] };
     let parts = |method: &str, rows: usize| MethodPartitions {
         method: method.into(),

@@ -5,8 +5,8 @@
 //! that expands into a huge tree) is rejected instead of exhausting memory. Rejects union tags
 //! the schema does not declare, with the field path.
 
-use super::generated::executorch_flatbuffer as fb;
 use super::FormatError;
+use super::generated::executorch_flatbuffer as fb;
 use crate::program::*;
 
 /// Converts verified accessors into owned values within a memory budget.
@@ -356,7 +356,7 @@ impl Decoder {
                     union: "InstructionArguments",
                     tag: other.0,
                     path: format!("{}.instr_args_type", path()),
-                })
+                });
             }
         })
     }
@@ -399,7 +399,7 @@ impl Decoder {
                     union: "KernelTypes",
                     tag: other.0,
                     path: format!("{}.val_type", path()),
-                })
+                });
             }
         })
     }

@@ -6,8 +6,8 @@ use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use ptecheck::format::{self, Layout, WriteOptions};
-use ptecheck::program::*;
+use pte::format::{self, Layout, WriteOptions};
+use pte::program::*;
 
 fn small<T: std::fmt::Debug>(s: impl Strategy<Value = T>) -> impl Strategy<Value = Vec<T>> {
     vec(s, 0..4)

@@ -13,14 +13,14 @@
 //! rebuilds the same types), of a scan body (extra stacked outputs) or of a module — so every
 //! result the generator makes is one the oracle compares. Map and while bodies, whose outputs
 //! are fixed, make no side ops. After generation, the case's remaining bytes draw its inputs
-//! (`gen::inputs`) and its run choices.
+//! (`generator::inputs`) and its run choices.
 
 use super::config::GenConfig;
 use super::features::{Feature, Switch};
 use super::inputs::draw_inputs;
 use super::observe::observe;
-use crate::backends::graph::{lower, Flavor};
-use crate::backends::multifn::{self, MethodPartitions, MULTIFUNCTION_SPEC};
+use crate::backends::graph::{Flavor, lower};
+use crate::backends::multifn::{self, MULTIFUNCTION_SPEC, MethodPartitions};
 use crate::fault::Fault;
 use crate::ir::build::GraphBuilder;
 use crate::ir::eval::Val;
@@ -714,11 +714,7 @@ fn apply(b: &mut GraphBuilder, t: &Template, x: Ref, y: Ref) -> Ref {
         vec![x]
     };
     let v = b.op(t.op.clone(), &args);
-    if t.relu_after {
-        b.op(Op::Relu, &[v])
-    } else {
-        v
-    }
+    if t.relu_after { b.op(Op::Relu, &[v]) } else { v }
 }
 
 /// Appends the side ops of `ts` to `g` (on its first S-typed value) as extra outputs, so it

@@ -85,11 +85,7 @@ pub fn align_up(x: u64, align: u64) -> u64 {
 /// Least common multiple.
 pub fn lcm(a: u64, b: u64) -> u64 {
     fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
+        if b == 0 { a } else { gcd(b, a % b) }
     }
     if a == 0 || b == 0 {
         return a.max(b);

@@ -25,6 +25,6 @@ pub(crate) mod generated;
 
 pub use error::FormatError;
 pub use header::ExtendedHeader;
-pub use ptd::{load_ptd, write_ptd, LoadedPtd, PtdEntry, TensorLayout};
-pub use read::{load, load_with, verifier_options, ConstantSource, LoadLimits, LoadedProgram, MAX_DEPTH, MAX_TABLES};
-pub use write::{layout_segments, write, write_flatbuffer, write_loaded, Layout, WriteOptions};
+pub use ptd::{LoadedPtd, PtdEntry, TensorLayout, load_ptd, write_ptd};
+pub use read::{ConstantSource, LoadLimits, LoadedProgram, MAX_DEPTH, MAX_TABLES, load, load_with, verifier_options};
+pub use write::{Layout, WriteOptions, layout_segments, write, write_flatbuffer, write_loaded};

@@ -12,9 +12,9 @@ mod enums;
 mod scratch;
 mod unions;
 
-pub use bytes::{printable_utf8, sha256_hex, Bytes};
+pub use bytes::{Bytes, printable_utf8, sha256_hex};
 pub use enums::{DataLocation, DeviceType, ScalarType, TensorDataLocation, TensorShapeDynamism};
-pub use scratch::{encode_scratch, parse_scratch, ScratchSpec, SCRATCH_KEY};
+pub use scratch::{SCRATCH_KEY, ScratchSpec, encode_scratch, parse_scratch};
 pub use unions::{EValue, Instruction};
 
 use serde::{Deserialize, Serialize};

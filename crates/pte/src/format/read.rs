@@ -5,10 +5,10 @@
 //! limits, decoding to the owned model, then every data reference resolved into a slice that
 //! borrows the input (segments, inline delegate blobs, named data, constants, mutable data).
 
+use super::FormatError;
 use super::decode::Decoder;
 use super::generated::executorch_flatbuffer as fb;
-use super::header::{root_offset, ExtendedHeader, HEADER_OFFSET, PTE_IDENTIFIER};
-use super::FormatError;
+use super::header::{ExtendedHeader, HEADER_OFFSET, PTE_IDENTIFIER, root_offset};
 use crate::program::{DataLocation, Program};
 use serde::Serialize;
 

@@ -1,0 +1,91 @@
+//! The stage order of ARCHITECTURE.md, checked beyond what the crate split enforces: each
+//! module of `src/` may only use the modules listed for it (doc comments aside). The file format
+//! and program model are the `pte` crate, which cannot see this crate at all.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Module -> the modules of this crate it may use (`pte`'s `format` and `program` re-exports
+/// count as modules here).
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("fault", &[]),
+    ("ir", &[]),
+    ("emit", &["ir", "program", "format", "fault"]),
+    ("runtime", &["program", "format", "fault"]),
+    ("backends", &["runtime", "emit", "ir", "program", "format", "fault"]),
+    ("generator", &["ir", "backends", "fault"]),
+    ("inspect", &["program", "format"]),
+    ("oracle", &["generator", "backends", "runtime", "emit", "ir", "program", "format", "fault"]),
+];
+
+fn sources(path: &Path, out: &mut Vec<std::path::PathBuf>) {
+    if path.is_dir() {
+        for e in std::fs::read_dir(path).expect("read dir").flatten() {
+            sources(&e.path(), out);
+        }
+    } else if path.extension().is_some_and(|x| x == "rs") {
+        out.push(path.to_path_buf());
+    }
+}
+
+/// The `crate::NAME` modules a file's code (not its comments) uses.
+fn uses(file: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(file).expect("read");
+    let mut out = BTreeSet::new();
+    for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            let name: String = rest[at + 7..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            out.insert(name);
+            rest = &rest[at + 7..];
+        }
+        // `use crate::{a, b}` groups.
+        if let Some(at) = line.find("crate::{") {
+            for part in line[at + 8..].split(['}', ',']) {
+                let name: String = part.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                if !name.is_empty() {
+                    out.insert(name);
+                }
+            }
+        }
+    }
+    out.retain(|n| !n.is_empty());
+    out
+}
+
+#[test]
+fn every_module_uses_only_the_stages_it_may() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut checked = 0;
+    for (module, allowed) in ALLOWED {
+        let mut files = Vec::new();
+        let dir = src.join(module);
+        let path = if dir.is_dir() { dir } else { src.join(format!("{module}.rs")) };
+        sources(&path, &mut files);
+        assert!(!files.is_empty(), "module {module} not found");
+        for f in files {
+            for used in uses(&f) {
+                assert!(
+                    used == *module || allowed.contains(&used.as_str()),
+                    "{} (module `{module}`) uses `crate::{used}`, which it may not",
+                    f.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "{checked} files checked");
+}
+
+#[test]
+fn the_checker_sees_a_forbidden_use() {
+    let dir = std::env::temp_dir().join(format!("ptecheck-layering-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let f = dir.join("x.rs");
+    std::fs::write(
+        &f,
+        "//! crate::oracle in a comment\nuse crate::{runtime::Trace, ir};\nfn f() { crate::emit::emit(); }\n",
+    )
+    .expect("write");
+    assert_eq!(uses(&f), ["emit", "ir", "runtime"].iter().map(|s| s.to_string()).collect());
+}
