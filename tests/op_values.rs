@@ -161,6 +161,8 @@ fn every_op_matches_hand_computed_values_in_both_implementations() {
     case(Op::Argmax { dim: Some(0), keepdim: false }, vec![i(&[2], &[i64::MAX - 1, i64::MAX])], i(&[], &[1]), s);
     // gt: with a double scalar (NaN compares false), and between tensors with broadcasting.
     case(Op::Gt { other: 1.5 }, vec![f(&[3], &[1., 2., NAN])], b(&[3], &[false, true, false]), s);
+    // In float32: 0.1f32 is not greater than 0.1 rounded to float32 (it is greater than 0.1 in f64).
+    case(Op::Gt { other: 0.1 }, vec![f(&[2], &[0.1, 0.100_000_01])], b(&[2], &[false, true]), s);
     case(Op::GtTensor, vec![f(&[2, 1], &[1., 3.]), f(&[2], &[2., 0.])], b(&[2, 2], &[false, true, true, true]), s);
     case(
         Op::GtTensor,
@@ -216,5 +218,15 @@ fn every_ir_op_calls_a_kernel_the_runtime_has() {
     for k in <OpKind as strum::IntoEnumIterator>::iter() {
         let q = k.qualified_kernel();
         assert!(ptecheck::runtime::kernels::lookup(&q).is_some(), "{} -> {q} has no kernel", k.name());
+    }
+}
+
+#[test]
+fn integer_floor_division_by_zero_is_a_typed_error_in_both() {
+    for (x, y) in [(7, 0), (i64::MIN, -1)] {
+        let args = [Val::Int(x), Val::Int(y)];
+        assert!(eval_op(&Op::ScalarFloordiv, &[&args[0], &args[1]], "case").is_err(), "{x} // {y}");
+        let e = on_runtime(&Op::ScalarFloordiv, &args).expect_err("refused");
+        assert!(e.contains("integer division"), "{e}");
     }
 }
