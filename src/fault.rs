@@ -42,6 +42,8 @@ pub enum Fault {
     DropLastDelegateOutput,
     /// Emitter: a call inside a loop body uses the delegate of another module.
     WrongDelegateInLoop,
+    /// Runtime kernels: `aten::sub.out` computes `other - self` (a numeric discrepancy).
+    SubSwapsOperands,
 }
 
 impl Fault {

@@ -18,4 +18,5 @@ pub mod generator;
 pub mod inspect;
 pub mod ir;
 pub mod oracle;
+pub mod runner;
 pub mod runtime;

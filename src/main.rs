@@ -78,6 +78,10 @@ enum Command {
     Campaign(CampaignArgs),
     /// Run the campaign against every seeded fault and report which invariant caught each.
     Mutants(MutantsArgs),
+    /// Write a conformance corpus: per case both emissions, the saved program and an io.json.
+    Gen(GenArgs),
+    /// Serve the runner protocol (docs/runner-protocol.md) from the reference runtime.
+    Runner(RunnerArgs),
 }
 
 #[derive(Args)]
@@ -185,6 +189,55 @@ struct CampaignArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Differential: run every method of every case in this runner (a shell command speaking
+    /// docs/runner-protocol.md) and compare with the eager outputs.
+    #[arg(long)]
+    runner: Option<String>,
+    /// With --runner: also send corruptions our runtime rejects (the negative differential).
+    #[arg(long, requires = "runner")]
+    negative: bool,
+    /// With --runner: seconds allowed per request.
+    #[arg(long, default_value_t = 10.0, requires = "runner")]
+    runner_timeout: f64,
+    /// With --runner: seconds allowed for the runner's hello.
+    #[arg(long, default_value_t = 60.0, requires = "runner")]
+    runner_start_timeout: f64,
+    /// With --runner: where reproducer folders are written.
+    #[arg(long, default_value = "ptecheck-findings", requires = "runner")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct GenArgs {
+    /// Cases to write.
+    #[arg(long, default_value_t = 100)]
+    cases: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Generator configuration (JSON of GenConfig).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Write shard I of N.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(u64, u64)>,
+    /// Use the base configuration for every case (no swarm).
+    #[arg(long)]
+    no_swarm: bool,
+    /// Output folder.
+    #[arg(short = 'o', long)]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct RunnerArgs {
+    /// Exhibit a seeded fault (a discrepancy for the differential campaigns to find).
+    #[arg(long, value_parser = parse_fault)]
+    fault: Option<Fault>,
+    /// Misbehave on purpose: exit-before-hello, crash-on:N, hang-on:N, garbage-on:N (for
+    /// testing the harness's handling of broken runners).
+    #[arg(long, hide = true)]
+    chaos: Option<String>,
 }
 
 #[derive(Args)]
@@ -363,7 +416,7 @@ fn run(a: RunArgs) -> CmdResult {
 }
 
 fn run_expect(session: &Session<'_, '_>, doc: &serde_json::Value, a: &RunArgs) -> CmdResult {
-    let outcomes = io::run_expect(session, doc)?;
+    let outcomes = ptecheck::oracle::replay::run_expect(session, doc)?;
     let all_ok = outcomes.iter().all(|o| o.ok);
     let unavailable = !all_ok && outcomes.iter().all(|o| o.ok || o.backend_unavailable);
     let worst = outcomes.iter().filter_map(|o| o.max_ulps).max();
@@ -531,12 +584,28 @@ fn emit(a: EmitArgs) -> CmdResult {
     Ok(Exit::Ok)
 }
 
+fn config_of(path: Option<&Path>) -> Result<ptecheck::generator::GenConfig, Rejected> {
+    match path {
+        None => Ok(ptecheck::generator::GenConfig::default()),
+        Some(p) => serde_json::from_value(read_json(p)?).map_err(|e| Rejected(format!("{}: {e}", p.display()))),
+    }
+}
+
+fn bar(enabled: bool) -> indicatif::ProgressBar {
+    if !enabled {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(0);
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {per_sec} eta {eta} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    b
+}
+
 fn campaign(a: CampaignArgs) -> CmdResult {
     use ptecheck::oracle::campaign::{CampaignOptions, Progress, run_with};
-    let config = match &a.config {
-        None => ptecheck::generator::GenConfig::default(),
-        Some(p) => serde_json::from_value(read_json(p)?).map_err(|e| Rejected(format!("{}: {e}", p.display())))?,
-    };
+    let config = config_of(a.config.as_deref())?;
     let opts = CampaignOptions {
         cases: a.cases,
         seed: a.seed,
@@ -549,16 +618,10 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         stop_on_failure: !a.keep_going,
         ..CampaignOptions::default()
     };
-    let bar = if !a.json && std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(0);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {per_sec} eta {eta} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = bar(!a.json && std::io::stderr().is_terminal());
+    if let Some(cmd) = &a.runner {
+        return differential(&a, cmd, opts, &bar);
+    }
     let r = run_with(&opts, &mut |p: Progress| {
         bar.set_length(p.total);
         bar.set_position(p.done);
@@ -573,6 +636,120 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         print_campaign(&r);
     }
     Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+fn differential(
+    a: &CampaignArgs,
+    cmd: &str,
+    campaign: ptecheck::oracle::campaign::CampaignOptions,
+    bar: &indicatif::ProgressBar,
+) -> CmdResult {
+    use ptecheck::oracle::differential::{DiffOptions, run};
+    let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.001));
+    let mut runner = ptecheck::runner::RunnerConfig::new(cmd);
+    runner.request_timeout = secs(a.runner_timeout);
+    runner.start_timeout = secs(a.runner_start_timeout);
+    let workdir = std::env::temp_dir().join(format!("ptecheck-diff-{}", std::process::id()));
+    let opts = DiffOptions {
+        campaign,
+        runner,
+        workdir: workdir.clone(),
+        out: a.out.clone(),
+        negative: a.negative,
+        shrink_budget: 120,
+        max_reproducers: 5,
+    };
+    let r = run(&opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&workdir);
+    let r = r?;
+    if a.json {
+        println!("{}", pretty(&serde_json::to_value(&r).unwrap_or_default()));
+    } else {
+        let h = &r.runner;
+        println!(
+            "runner: {} {} (backends {}, {} operators)",
+            h["name"].as_str().unwrap_or("?"),
+            h["version"].as_str().unwrap_or("?"),
+            h["backends"],
+            h["operators"].as_array().map_or(0, Vec::len)
+        );
+        println!(
+            "cases {}  methods run {}  exact {}  within bound {}  mismatch {}  ({:.1} programs/s, {:.1} s)",
+            r.cases, r.methods_run, r.exact, r.within_bound, r.mismatch, r.programs_per_second, r.elapsed_seconds
+        );
+        println!(
+            "valid programs refused: {:?}  crashes {}  hangs {}  garbage {}  runner starts {}",
+            r.refused, r.crashes, r.hangs, r.garbage, r.runner_starts
+        );
+        for x in &r.refusals {
+            println!("  refused: {x}");
+        }
+        for m in &r.mismatches {
+            println!(
+                "MISMATCH case {} {} shared={}: {}",
+                m.case,
+                m.method,
+                m.shared,
+                m.reproducer.as_ref().map_or("-".into(), |p| p.display().to_string())
+            );
+        }
+        if a.negative {
+            println!("corruptions sent {}  rejected at load {:?}", r.corruptions_sent, r.rejected);
+            for f in &r.findings {
+                println!(
+                    "FINDING {} {}: {} time(s); e.g. {} -> {}{}",
+                    f.outcome,
+                    f.class,
+                    f.count,
+                    f.corruption,
+                    f.detail,
+                    f.reproducer.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default()
+                );
+            }
+        }
+    }
+    let bad = r.mismatch > 0 || r.crashes > 0 || r.hangs > 0 || r.garbage > 0 || !r.findings.is_empty();
+    Ok(if bad { Exit::Failed } else { Exit::Ok })
+}
+
+fn gen_corpus(a: GenArgs) -> CmdResult {
+    use ptecheck::oracle::campaign::CampaignOptions;
+    let opts = CampaignOptions {
+        cases: a.cases,
+        seed: a.seed,
+        config: config_of(a.config.as_deref())?,
+        config_path: a.config.as_ref().map(|p| p.display().to_string()),
+        shard: a.shard.unwrap_or((0, 1)),
+        swarm: !a.no_swarm,
+        ..CampaignOptions::default()
+    };
+    let bar = bar(std::io::stderr().is_terminal());
+    bar.set_length(a.cases / opts.shard.1.max(1));
+    let s = ptecheck::oracle::conformance::generate_corpus(&opts, &a.output, &mut |n| bar.set_position(n))
+        .map_err(|e| Rejected(e.to_string()))?;
+    bar.finish_and_clear();
+    println!(
+        "wrote {} cases ({} methods; outputs: {} exact, {} with a tolerance, {} unverifiable) to {}",
+        s.cases,
+        s.methods,
+        s.exact_outputs,
+        s.bounded_outputs,
+        s.unverifiable_outputs,
+        a.output.display()
+    );
+    Ok(Exit::Ok)
+}
+
+fn runner(a: RunnerArgs) -> CmdResult {
+    use ptecheck::runner::server::{Chaos, serve};
+    let chaos = a.chaos.as_deref().map(Chaos::parse).transpose().map_err(Rejected)?;
+    let stdin = std::io::stdin();
+    serve(stdin.lock(), std::io::stdout().lock(), a.fault, chaos)?;
+    Ok(Exit::Ok)
 }
 
 fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
@@ -653,6 +830,8 @@ fn main() -> ExitCode {
         Command::Emit(a) => emit(a),
         Command::Campaign(a) => campaign(a),
         Command::Mutants(a) => mutants(a),
+        Command::Gen(a) => gen_corpus(a),
+        Command::Runner(a) => runner(a),
     };
     match result {
         Ok(e) => e.code(),

@@ -992,3 +992,82 @@ fn p12_while_swapping_two_carries_updates_them_simultaneously() {
     let (got, want, _) = run(&p, o, "forward").expect("runs");
     assert_eq!(got, want);
 }
+
+#[test]
+fn p12_e26_dynamic_carries_are_refused_because_copy_does_not_resize() {
+    // ExecuTorch's `aten::copy_` copies into its target without resizing it, so a carry whose
+    // shape may shrink cannot be updated: the type checker refuses it, naming the node.
+    let d = ValueType::Tensor { dtype: Dtype::F32, shape: vec![4, 2], dynamic: true };
+    let mut cond = GraphBuilder::new(vec![], vec![ValueType::Int, d.clone()]);
+    let n = cond.op(Op::SymSize { dim: 0 }, &[cond.input(1)]);
+    let lt = cond.op(Op::ScalarLt, &[cond.input(0), n]);
+    let cond = cond.finish(&[lt]);
+    let body = GraphBuilder::new(vec![], vec![ValueType::Int, d.clone()]);
+    let body = {
+        let (i, a) = (body.input(0), body.input(1));
+        body.finish(&[i, a])
+    };
+    let mut g = GraphBuilder::new(vec![], vec![ValueType::Int, d]);
+    let outs = g.node(Node::While { cond, body, carried: vec![g.input(0), g.input(1)], max_iterations: 4 }, 2);
+    let p = program(vec![("forward", g.finish(&outs))], vec![]);
+    let o = EmitOptions { allow_while: true, ..EmitOptions::default() };
+    let e = emit(&p, &o).expect_err("refused");
+    assert!(e.to_string().contains("methods[0].graph.nodes[0]") && e.to_string().contains("static shape"), "{e}");
+}
+
+/// The `aten::copy_` instructions of a plan.
+fn copies(f: &ExecutionPlan) -> usize {
+    let ops = f.operator_list();
+    instrs(f)
+        .iter()
+        .filter(|i| matches!(i, Instruction::KernelCall(k) if ops[k.op_index as usize].qualified() == "aten::copy_"))
+        .count()
+}
+
+#[test]
+fn e26_carries_that_do_not_alias_are_updated_without_staging() {
+    // scan(carry, x): (carry + x, carry * x): one copy_ to initialise, one to update.
+    let mut body = GraphBuilder::new(vec![], vec![f32_tensor(vec![2]), f32_tensor(vec![2])]);
+    let s = body.op(Op::Add, &[body.input(0), body.input(1)]);
+    let y = body.op(Op::Mul, &[body.input(0), body.input(1)]);
+    let body = body.finish(&[s, y]);
+    let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![2]), f32_tensor(vec![3, 2])]);
+    let outs = g.node(Node::Scan { body, init: vec![g.input(0)], xs: vec![g.input(1)] }, 2);
+    let p = program(vec![("forward", g.finish(&outs))], vec![]);
+    assert_eq!(copies(plan(&emitted(&p, true), "forward")), 2);
+}
+
+// ---------------------------------------------------------------- seeded faults do what they say
+
+fn with_fault(p: &IrProgram, fault: ptecheck::fault::Fault) -> Program {
+    emit(p, &EmitOptions { fault: Some(fault), ..EmitOptions::default() }).expect("emits").program
+}
+
+#[test]
+fn the_dedup_whole_delegate_fault_reuses_a_delegate_across_modules_with_identical_blobs() {
+    let m = |k: u8| lower(Flavor::ArgKeep, step_graph(), vec![("k".into(), vec![k])], None).expect("lowers");
+    let p = chain_of(&[0, 1], vec![m(1), m(2)]);
+    assert_eq!(plan(&emitted(&p, true), "forward").delegate_list().len(), 2);
+    let bad = with_fault(&p, ptecheck::fault::Fault::DedupWholeDelegate);
+    let f = plan(&bad, "forward");
+    assert_eq!(f.delegate_list().len(), 1, "the second module lost its own delegate");
+    assert_eq!(delegate_calls(f).iter().map(|(d, _)| *d).collect::<Vec<_>>(), vec![0, 0]);
+}
+
+#[test]
+fn the_wrong_delegate_in_loop_fault_affects_calls_inside_loop_bodies_only() {
+    // call m0 (argkeep); map(xs) { call m1 }; call m1 — m0 and m1 are different modules.
+    let argkeep = lower(Flavor::ArgKeep, step_graph(), vec![], None).expect("lowers");
+    let mut body = GraphBuilder::new(vec![], vec![x()]);
+    let v = body.call(1, &[body.input(0)], 1)[0];
+    let body = body.finish(&[v]);
+    let mut g = GraphBuilder::new(vec![], vec![x(), f32_tensor(vec![3, 2, 4])]);
+    let a = g.call(0, &[g.input(0)], 1)[0];
+    let _ = g.node(Node::Map { body, xs: g.input(1), args: vec![] }, 1)[0];
+    let b = g.call(1, &[a], 1)[0];
+    let p = program(vec![("forward", g.finish(&[b]))], vec![argkeep, demo()]);
+    let calls = |prog: &Program| delegate_calls(plan(prog, "forward")).iter().map(|(d, _)| *d).collect::<Vec<_>>();
+    assert_eq!(calls(&emitted(&p, true)), vec![0, 1, 1], "the loop call and the last call share module 1's delegate");
+    let bad = with_fault(&p, ptecheck::fault::Fault::WrongDelegateInLoop);
+    assert_eq!(calls(&bad), vec![0, 0, 1], "only the call inside the loop takes module 0's delegate");
+}

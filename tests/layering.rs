@@ -15,7 +15,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("backends", &["runtime", "emit", "ir", "program", "format", "fault"]),
     ("generator", &["ir", "backends", "fault"]),
     ("inspect", &["program", "format"]),
-    ("oracle", &["generator", "backends", "runtime", "emit", "ir", "program", "format", "fault"]),
+    ("runner", &["runtime", "backends", "program", "format", "fault"]),
+    ("oracle", &["runner", "generator", "backends", "runtime", "emit", "ir", "program", "format", "fault"]),
 ];
 
 fn sources(path: &Path, out: &mut Vec<std::path::PathBuf>) {

@@ -139,6 +139,8 @@ fn every_op_matches_hand_computed_values_in_both_implementations() {
     case(Op::Cumsum { dim: 1 }, vec![m.clone()], f(&[2, 3], &[1., 3., 6., 4., 9., 15.]), s);
     case(Op::Cumsum { dim: 0 }, vec![m.clone()], f(&[2, 3], &[1., 2., 3., 5., 7., 9.]), s);
     case(Op::Cumsum { dim: 0 }, vec![i(&[2], &[i64::MAX, 1])], i(&[2], &[i64::MAX, i64::MIN]), s);
+    // The first element is copied (ExecuTorch: out[0] = in[0]): a leading -0.0 stays.
+    case(Op::Cumsum { dim: 0 }, vec![f(&[2], &[-0.0, -0.0])], f(&[2], &[-0.0, -0.0]), s);
     // select_copy: a negative index; the leading dimension.
     case(Op::SelectCopy { dim: 1, index: -1 }, vec![m.clone()], f(&[2], &[3., 6.]), s);
     case(Op::SelectCopy { dim: 0, index: 1 }, vec![m.clone()], f(&[3], &[4., 5., 6.]), s);

@@ -72,6 +72,20 @@ impl Emitted {
     }
 }
 
+/// Kernels every map/scan loop is lowered onto (E25/E26): its size, its slices, its stacked
+/// outputs and its counter.
+pub const LOOP_KERNELS: &[&str] = &[
+    "aten::sym_size.int",
+    "aten::select_copy.int_out",
+    "executorch_prim::et_copy_index.tensor",
+    "executorch_prim::add.Scalar",
+    "executorch_prim::eq.Scalar",
+    "executorch_prim::sub.Scalar",
+];
+
+/// The kernel that copies loop-carried tensors (scan carries, while carries).
+pub const COPY_KERNEL: &str = "aten::copy_.default";
+
 const ARENA_ALIGN: usize = 16;
 const CONSTANT_ALIGN: usize = 16;
 

@@ -3,8 +3,10 @@
 //! the configured one and each switch on or off, from the case's own bytes.
 
 use super::features::Switches;
+use crate::ir::OpKind;
 use arbitrary::Unstructured;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 /// Generator limits, probabilities and switches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +30,12 @@ pub struct GenConfig {
     pub control_percent: u32,
     /// Feature switches.
     pub features: Switches,
+    /// Only these operators (`OpKind` names, e.g. `add`, `linear`); absent = all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub only_ops: Option<BTreeSet<String>>,
+    /// Only modules of these backends (registry ids); absent = all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub only_backends: Option<BTreeSet<String>>,
 }
 
 impl Default for GenConfig {
@@ -42,6 +50,8 @@ impl Default for GenConfig {
             call_percent: 40,
             control_percent: 20,
             features: Switches::default(),
+            only_ops: None,
+            only_backends: None,
         }
     }
 }
@@ -73,6 +83,18 @@ impl GenConfig {
             call_percent,
             control_percent,
             features,
+            only_ops: self.only_ops.clone(),
+            only_backends: self.only_backends.clone(),
         }
+    }
+
+    /// Whether operator `k` may be generated.
+    pub fn allows_op(&self, k: OpKind) -> bool {
+        self.only_ops.as_ref().is_none_or(|s| s.contains(k.name()))
+    }
+
+    /// Whether modules of backend `id` may be generated.
+    pub fn allows_backend(&self, id: &str) -> bool {
+        self.only_backends.as_ref().is_none_or(|s| s.contains(id))
     }
 }

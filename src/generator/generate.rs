@@ -24,7 +24,7 @@ use crate::backends::multifn::{self, MULTIFUNCTION_SPEC, MethodPartitions};
 use crate::fault::Fault;
 use crate::ir::build::GraphBuilder;
 use crate::ir::eval::Val;
-use crate::ir::{ConstTensor, Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
+use crate::ir::{ConstTensor, Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, OpKind, Ref, ValueType};
 use arbitrary::Unstructured;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -142,6 +142,11 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         self.cfg.features.on(s)
     }
 
+    /// Whether the configuration allows operator `k`.
+    fn can(&self, k: OpKind) -> bool {
+        self.cfg.allows_op(k)
+    }
+
     fn pick(&mut self, n: usize) -> usize {
         if n <= 1 {
             return 0;
@@ -257,6 +262,9 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                     (Op::SelectCopy { dim: dim as i64, index }, vec![x], false)
                 }
             };
+            if !self.can(op.kind()) {
+                return;
+            }
             let v = b.op(op, &args);
             if keep {
                 p.i.push(v);
@@ -270,6 +278,20 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         let main = 10;
         let n_side = if side_ops { 9 } else { 0 };
         let k = self.pick(main + n_side);
+        // The main ops' kinds, to skip one the configuration does not allow.
+        let kind = match k {
+            0..=3 => Some([OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div][k]),
+            4 => Some(OpKind::Relu),
+            5 => Some(OpKind::Sin),
+            6 => Some(OpKind::Cos),
+            7 if consts => Some(OpKind::Linear),
+            8 if consts => Some(OpKind::Addmm),
+            7..=9 => Some(OpKind::Cumsum),
+            _ => None,
+        };
+        if kind.is_some_and(|k| !self.can(k) || (k == OpKind::Addmm && !self.can(OpKind::Mm))) {
+            return;
+        }
         match k {
             0..=3 => {
                 let op = [Op::Add, Op::Sub, Op::Mul, Op::Div][k].clone();
@@ -339,7 +361,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                             relu_after: self.chance(60),
                         })
                     }
-                    7 | 8 if scalars_ok => {
+                    7 | 8 if scalars_ok && self.can(OpKind::SymSize) => {
                         // Sizes and scalar arithmetic.
                         let dim = self.pick(2) as i64;
                         let s = b.op(Op::SymSize { dim }, &[x]);
@@ -360,6 +382,9 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                                 Op::ScalarLe,
                             ][self.pick(9)]
                             .clone();
+                            if !self.can(op.kind()) {
+                                return;
+                            }
                             // Floor division only by a size (never zero).
                             let divisor = p.pos_ints[self.pick(p.pos_ints.len())];
                             let v = match op {
@@ -377,7 +402,8 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                     }
                     _ => None,
                 };
-                if let Some(t) = t {
+                let allowed = |t: &Template| self.can(t.op.kind()) && (!t.relu_after || self.can(OpKind::Relu));
+                if let Some(t) = t.filter(allowed) {
                     let v = apply(b, &t, x, y);
                     p.side.push(v);
                     if let Some(ts) = templates.as_mut() {
@@ -504,16 +530,19 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
 
     fn control(&mut self, b: &mut GraphBuilder, depth: usize, place: Place, p: &mut Pools) {
         let mut kinds = Vec::new();
-        if self.on(Switch::Cond) && !p.s.is_empty() {
+        // A result handed back from a nested loop is a row of it (select_copy).
+        let rows = place == Place::Top || self.can(OpKind::SelectCopy);
+        if self.on(Switch::Cond) && !p.s.is_empty() && self.can(OpKind::Gt) {
             kinds.push(0);
         }
-        if self.on(Switch::Map) && p.stack.is_some() {
+        if self.on(Switch::Map) && p.stack.is_some() && rows {
             kinds.push(1);
         }
-        if self.on(Switch::Scan) && p.stack.is_some() && !p.s.is_empty() {
+        if self.on(Switch::Scan) && p.stack.is_some() && !p.s.is_empty() && rows {
             kinds.push(2);
         }
-        if self.on(Switch::WhileLoop) && !p.s.is_empty() {
+        let while_ops = [OpKind::SymSize, OpKind::ScalarAdd, OpKind::ScalarLt].into_iter().all(|k| self.can(k));
+        if self.on(Switch::WhileLoop) && !p.s.is_empty() && while_ops {
             kinds.push(3);
         }
         if kinds.is_empty() {
@@ -523,7 +552,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         match kinds[self.pick(kinds.len())] {
             0 => {
                 let x = self.from(p, Pool::S);
-                let pred = if !p.ints.is_empty() && self.chance(30) {
+                let pred = if !p.ints.is_empty() && self.can(OpKind::ScalarLt) && self.chance(30) {
                     let (a, c) = (p.ints[self.pick(p.ints.len())], p.ints[self.pick(p.ints.len())]);
                     b.op(Op::ScalarLt, &[a, c])
                 } else {
@@ -615,7 +644,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         }
     }
 
-    fn module(&mut self) -> (LoweredModule, ModuleInfo) {
+    fn module(&mut self) -> Option<(LoweredModule, ModuleInfo)> {
         let mut flavors = vec![Flavor::Demo];
         if self.on(Switch::Argkeep) {
             flavors.push(Flavor::ArgKeep);
@@ -623,7 +652,8 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         if self.on(Switch::Scratch) {
             flavors.push(Flavor::Scratch);
         }
-        let flavor = flavors[self.pick(flavors.len())];
+        flavors.retain(|f| self.cfg.allows_backend(f.id()));
+        let &flavor = flavors.get(self.pick(flavors.len()))?;
         let input = if self.on(Switch::DynamicShapes) && self.chance(30) { Pool::D } else { Pool::S };
         let n_in = 1 + self.pick(2);
         let multi = self.chance(30);
@@ -651,7 +681,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         });
         let extra_outputs = if m.graph.outputs.len() == 1 { 0 } else { extra_outputs };
         let input = if m.graph.inputs.first() == Some(&self.ty(Pool::D)) { Pool::D } else { Pool::S };
-        (m, ModuleInfo { input, extra_outputs, partition: false })
+        Some((m, ModuleInfo { input, extra_outputs, partition: false }))
     }
 
     /// A context for a sub-generation (module bodies) sharing the byte stream.
@@ -780,14 +810,14 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
                 let info = ctx.info[orig].clone();
                 ctx.modules.push(m);
                 ctx.info.push(info);
-            } else {
-                let (m, info) = ctx.module();
+            } else if let Some((m, info)) = ctx.module() {
                 ctx.modules.push(m);
                 ctx.info.push(info);
             }
         }
     }
-    let multifunction = ctx.on(Switch::Calls) && ctx.on(Switch::Multifunction) && ctx.chance(30);
+    let multifunction =
+        ctx.on(Switch::Calls) && ctx.on(Switch::Multifunction) && cfg.allows_backend(multifn::ID) && ctx.chance(30);
     let max_m = if ctx.on(Switch::MultiMethod) { cfg.max_methods.max(1) } else { 1 };
     let min_m = cfg.min_methods.clamp(1, max_m);
     let n_methods = min_m + ctx.pick(max_m - min_m + 1);

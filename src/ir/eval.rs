@@ -4,6 +4,7 @@
 //! own (nothing is shared with `runtime::kernels`): float32 ops in f32, products summed in f32
 //! in index order, int64 arithmetic wrapping in two's complement, NaN propagating.
 
+use super::bound::Bound;
 use super::infer::{IrError, broadcast, err, norm_dim};
 use super::*;
 
@@ -99,12 +100,12 @@ fn strides(s: &[usize]) -> Vec<usize> {
 
 /// `(outer, size, inner)` of a row-major shape around dimension `d`: element `(o, k, i)` is at
 /// `o * size * inner + k * inner + i`.
-fn split_at_dim(shape: &[usize], d: usize) -> (usize, usize, usize) {
+pub(crate) fn split_at_dim(shape: &[usize], d: usize) -> (usize, usize, usize) {
     (shape[..d].iter().product(), shape[d], shape[d + 1..].iter().product())
 }
 
 /// For each element of the broadcast shape `out`, the flat index of the element of `inp`.
-fn bmap(out: &[usize], inp: &[usize]) -> Vec<usize> {
+pub(crate) fn bmap(out: &[usize], inp: &[usize]) -> Vec<usize> {
     let n: usize = out.iter().product();
     let st = strides(inp);
     let off = out.len() - inp.len();
@@ -282,11 +283,11 @@ pub fn eval_op(op: &Op, a: &[&Val], path: &str) -> Result<Val, IrError> {
                 for i in 0..inner {
                     let at = |k: usize| o * size * inner + k * inner + i;
                     match &mut out.data {
+                        // ExecuTorch: `out[0] = in[0]; out[j] = in[j] + out[j-1]` (a leading -0.0
+                        // stays -0.0).
                         Data::F32(v) => {
-                            let mut acc = 0f32;
-                            for k in 0..size {
-                                acc += v[at(k)];
-                                v[at(k)] = acc;
+                            for k in 1..size {
+                                v[at(k)] += v[at(k - 1)];
                             }
                         }
                         Data::I64(v) => {
@@ -480,9 +481,37 @@ struct Interp<'p> {
     calls: Vec<CallRecord>,
 }
 
+/// Elements per leading index of a tensor value.
+fn row_len(v: &Val) -> usize {
+    match v {
+        Val::Tensor(t) => t.shape.iter().skip(1).product(),
+        _ => 1,
+    }
+}
+
+/// The error of row `k` of a value with rows of `row` elements.
+fn row_err(e: &Bound, total: usize, row: usize, k: usize) -> Bound {
+    e.gather(total, &(k * row..(k + 1) * row).collect::<Vec<_>>())
+}
+
+fn val_len(v: &Val) -> usize {
+    match v {
+        Val::Tensor(t) => t.len(),
+        _ => 1,
+    }
+}
+
 impl Interp<'_> {
-    /// Evaluates `g` on `inputs`; the first Call node of `g` (pre-order) is call site `site`.
-    fn graph(&mut self, g: &Graph, inputs: &[Val], path: &str, site: usize) -> Result<Vec<Val>, IrError> {
+    /// Evaluates `g` on `inputs` (with their errors); the first Call node of `g` (pre-order) is
+    /// call site `site`. Returns the outputs and their errors.
+    fn graph(
+        &mut self,
+        g: &Graph,
+        inputs: &[Val],
+        in_errs: &[Bound],
+        path: &str,
+        site: usize,
+    ) -> Result<(Vec<Val>, Vec<Bound>), IrError> {
         if inputs.len() != g.inputs.len() {
             return Err(err(path, format!("{} inputs given, graph takes {}", inputs.len(), g.inputs.len())));
         }
@@ -493,23 +522,30 @@ impl Interp<'_> {
             }
         }
         let mut vals: Vec<Val> = g.constants.iter().map(constant).collect();
+        let mut errs: Vec<Bound> = vec![Bound::Exact; vals.len()];
         vals.extend(inputs.iter().cloned());
+        errs.extend((0..inputs.len()).map(|i| in_errs.get(i).cloned().unwrap_or_default()));
         let mut site = site;
         for (i, n) in g.nodes.iter().enumerate() {
             let p = format!("{path}.nodes[{i}]");
             let get = |r: Ref| vals.get(r).ok_or_else(|| err(&p, format!("ref {r} undefined")));
             let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>();
-            let out: Vec<Val> = match n {
+            let errs_of =
+                |rs: &[Ref]| rs.iter().map(|r| errs.get(*r).cloned().unwrap_or(Bound::Any)).collect::<Vec<_>>();
+            let (out, out_errs): (Vec<Val>, Vec<Bound>) = match n {
                 Node::Op { op, args } => {
                     let a = args.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>()?;
-                    vec![eval_op(op, &a, &p)?]
+                    let v = eval_op(op, &a, &p)?;
+                    let es = errs_of(args);
+                    let e = super::bound::of_op(op, &a, &es.iter().collect::<Vec<_>>(), &v);
+                    (vec![v], vec![e])
                 }
                 Node::Call { module, args } => {
                     let m = self.modules.get(*module).ok_or_else(|| err(&p, "module"))?;
                     let a = get_all(args)?;
-                    let out = self.graph(&m.graph, &a, &format!("modules[{module}].graph"), 0)?;
+                    let (out, e) = self.graph(&m.graph, &a, &errs_of(args), &format!("modules[{module}].graph"), 0)?;
                     self.calls.push(CallRecord { site, module: *module, inputs: a, outputs: out.clone() });
-                    out
+                    (out, e)
                 }
                 Node::Cond { pred, then_graph, else_graph, operands } => {
                     let truth = match get(*pred)? {
@@ -519,54 +555,86 @@ impl Interp<'_> {
                         other => return Err(err(&p, format!("pred {other:?}"))),
                     };
                     let a = get_all(operands)?;
-                    if truth {
-                        self.graph(then_graph, &a, &format!("{p}.then_graph"), site)?
+                    let ae = errs_of(operands);
+                    let (out, e) = if truth {
+                        self.graph(then_graph, &a, &ae, &format!("{p}.then_graph"), site)?
                     } else {
-                        self.graph(else_graph, &a, &format!("{p}.else_graph"), site + calls_in(then_graph))?
-                    }
+                        self.graph(else_graph, &a, &ae, &format!("{p}.else_graph"), site + calls_in(then_graph))?
+                    };
+                    // A decision that may go the other way: nothing is known of the result.
+                    let undecided = errs.get(*pred).is_none_or(Bound::may_differ);
+                    let e = if undecided { vec![Bound::Any; out.len()] } else { e };
+                    (out, e)
                 }
                 Node::Map { body, xs, args } => {
-                    let x = t(get(*xs)?, &p)?.clone();
+                    let xv = get(*xs)?.clone();
+                    let x = t(&xv, &p)?.clone();
+                    let xe = errs.get(*xs).cloned().unwrap_or(Bound::Any);
                     let extra = get_all(args)?;
+                    let extra_e = errs_of(args);
+                    let (row, total) = (row_len(&xv), x.len());
                     let mut rows = Vec::new();
+                    let mut row_errs = Vec::new();
                     for k in 0..x.shape.first().copied().unwrap_or(0) {
                         let mut a = vec![Val::Tensor(select(&x, 0, k))];
                         a.extend(extra.iter().cloned());
-                        rows.extend(self.graph(body, &a, &format!("{p}.body"), site)?);
+                        let mut ae = vec![row_err(&xe, total, row, k)];
+                        ae.extend(extra_e.iter().cloned());
+                        let (o, e) = self.graph(body, &a, &ae, &format!("{p}.body"), site)?;
+                        for (v, e) in o.iter().zip(e) {
+                            row_errs.push((val_len(v), e));
+                        }
+                        rows.extend(o);
                     }
-                    vec![stack(rows, &p)?]
+                    (vec![stack(rows, &p)?], vec![Bound::stack(&row_errs)])
                 }
                 Node::Scan { body, init, xs } => {
                     let mut carries = get_all(init)?;
-                    let xs =
-                        xs.iter().map(|r| get(*r).and_then(|v| t(v, &p).cloned())).collect::<Result<Vec<_>, _>>()?;
-                    let n = xs.first().and_then(|x| x.shape.first().copied()).unwrap_or(0);
+                    let mut carry_errs = errs_of(init);
+                    let xvals = xs.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>()?;
+                    let xerrs = errs_of(xs);
+                    let xts = xvals.iter().map(|v| t(v, &p).cloned()).collect::<Result<Vec<_>, _>>()?;
+                    let n = xts.first().and_then(|x| x.shape.first().copied()).unwrap_or(0);
                     let mut ys: Vec<Vec<Val>> = Vec::new();
+                    let mut ys_e: Vec<Vec<(usize, Bound)>> = Vec::new();
                     for k in 0..n {
                         let mut a = carries.clone();
-                        a.extend(xs.iter().map(|x| Val::Tensor(select(x, 0, k))));
-                        let mut out = self.graph(body, &a, &format!("{p}.body"), site)?;
+                        a.extend(xts.iter().map(|x| Val::Tensor(select(x, 0, k))));
+                        let mut ae = carry_errs.clone();
+                        ae.extend(xvals.iter().zip(&xerrs).map(|(v, e)| row_err(e, val_len(v), row_len(v), k)));
+                        let (mut out, mut oe) = self.graph(body, &a, &ae, &format!("{p}.body"), site)?;
                         let rest = out.split_off(carries.len());
+                        let rest_e = oe.split_off(carries.len());
                         carries = out;
+                        carry_errs = oe;
                         if ys.is_empty() {
                             ys = vec![Vec::new(); rest.len()];
+                            ys_e = vec![Vec::new(); rest.len()];
                         }
-                        for (slot, y) in ys.iter_mut().zip(rest) {
+                        for ((slot, se), (y, e)) in ys.iter_mut().zip(ys_e.iter_mut()).zip(rest.into_iter().zip(rest_e))
+                        {
+                            se.push((val_len(&y), e));
                             slot.push(y);
                         }
                     }
                     let mut out = carries;
-                    for y in ys {
+                    let mut oe = carry_errs;
+                    for (y, e) in ys.into_iter().zip(ys_e) {
                         out.push(stack(y, &p)?);
+                        oe.push(Bound::stack(&e));
                     }
-                    out
+                    (out, oe)
                 }
                 Node::While { cond, body, carried, max_iterations } => {
                     let mut c = get_all(carried)?;
+                    let mut ce = errs_of(carried);
                     let body_site = site + calls_in(cond);
                     let mut iterations = 0u32;
+                    let mut undecided = false;
                     loop {
-                        match self.graph(cond, &c, &format!("{p}.cond"), site)?.first() {
+                        let (cv, cerr) = self.graph(cond, &c, &ce, &format!("{p}.cond"), site)?;
+                        undecided |= cerr.first().is_none_or(Bound::may_differ);
+                        match cv.first() {
                             Some(Val::Bool(true)) => {}
                             Some(Val::Bool(false)) => break,
                             other => return Err(err(&p, format!("while condition gave {other:?}"))),
@@ -575,9 +643,10 @@ impl Interp<'_> {
                         if iterations > *max_iterations {
                             return Err(err(&p, format!("while_loop exceeded {max_iterations} iterations")));
                         }
-                        c = self.graph(body, &c, &format!("{p}.body"), body_site)?;
+                        (c, ce) = self.graph(body, &c, &ce, &format!("{p}.body"), body_site)?;
                     }
-                    c
+                    let ce = if undecided { vec![Bound::Any; c.len()] } else { ce };
+                    (c, ce)
                 }
             };
             site += match n {
@@ -585,21 +654,37 @@ impl Interp<'_> {
                 other => other.subgraphs().into_iter().map(calls_in).sum(),
             };
             vals.extend(out);
+            errs.extend(out_errs);
         }
-        g.outputs
+        let outs = g
+            .outputs
             .iter()
             .map(|r| vals.get(*r).cloned().ok_or_else(|| err(path, format!("output ref {r} undefined"))))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        let out_errs = g.outputs.iter().map(|r| errs.get(*r).cloned().unwrap_or(Bound::Any)).collect();
+        Ok((outs, out_errs))
     }
 }
 
 /// Evaluates a graph on `inputs` (its calls resolve against `modules`).
 pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
-    Interp { modules, calls: Vec::new() }.graph(g, inputs, path, 0)
+    Interp { modules, calls: Vec::new() }.graph(g, inputs, &[], path, 0).map(|(v, _)| v)
 }
 
-/// Runs method `name` of `p` on `inputs`: its outputs and every module call it made, in order.
-pub fn eval_method_calls(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<(Vec<Val>, Vec<CallRecord>), IrError> {
+/// One eager run of a method: outputs, how far a conforming implementation may be from each
+/// (`bound`), and every module call made, in order.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// Outputs.
+    pub outputs: Vec<Val>,
+    /// The tolerance of each output.
+    pub bounds: Vec<Bound>,
+    /// Every module call.
+    pub calls: Vec<CallRecord>,
+}
+
+/// Runs method `name` of `p` on exact `inputs`.
+pub fn run_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Run, IrError> {
     let (i, m) = p
         .methods
         .iter()
@@ -607,13 +692,18 @@ pub fn eval_method_calls(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<(V
         .find(|(_, m)| m.name == name)
         .ok_or_else(|| err("methods", format!("no method `{name}`")))?;
     let mut interp = Interp { modules: &p.modules, calls: Vec::new() };
-    let out = interp.graph(&m.graph, inputs, &format!("methods[{i}].graph"), 0)?;
-    Ok((out, interp.calls))
+    let (outputs, bounds) = interp.graph(&m.graph, inputs, &[], &format!("methods[{i}].graph"), 0)?;
+    Ok(Run { outputs, bounds, calls: interp.calls })
+}
+
+/// Runs method `name` of `p` on `inputs`: its outputs and every module call it made, in order.
+pub fn eval_method_calls(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<(Vec<Val>, Vec<CallRecord>), IrError> {
+    run_method(p, name, inputs).map(|r| (r.outputs, r.calls))
 }
 
 /// Runs method `name` of `p` on `inputs`.
 pub fn eval_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Vec<Val>, IrError> {
-    eval_method_calls(p, name, inputs).map(|(out, _)| out)
+    run_method(p, name, inputs).map(|r| r.outputs)
 }
 
 /// Deterministic, tame inputs for a graph (multiples of 1/256 in about ±3.9, ints in [-10,

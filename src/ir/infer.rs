@@ -334,8 +334,9 @@ pub fn node_types(
                 n = Some(s[0]);
                 slices.push(ValueType::tensor(d, s[1..].to_vec()));
             }
-            if carries.iter().any(|c| !matches!(c, ValueType::Tensor { .. })) {
-                return Err(err(path, "scan carries must be tensors"));
+            if carries.iter().any(|c| !matches!(c, ValueType::Tensor { dynamic: false, .. })) {
+                // Carries are updated with `aten::copy_`, which does not resize its target.
+                return Err(err(path, "scan carries must be tensors of static shape"));
             }
             let (bin, bout) = graph_io(body, modules, &format!("{path}.body"))?;
             let mut want_in = carries.clone();
@@ -356,6 +357,10 @@ pub fn node_types(
         }
         Node::While { cond, body, carried, .. } => {
             let c = get_all(carried)?;
+            if c.iter().any(|t| matches!(t, ValueType::Tensor { dynamic: true, .. })) {
+                // Carried tensors are copied with `aten::copy_`, which does not resize its target.
+                return Err(err(path, "while_loop carries tensors of static shape only"));
+            }
             let (cin, cout) = graph_io(cond, modules, &format!("{path}.cond"))?;
             same_types(&cin, &c, path, "cond inputs")?;
             same_types(&cout, &[ValueType::Bool], path, "cond output")?;

@@ -7,6 +7,7 @@
 //! `IrProgram::modules`: two modules with equal bytes are still two modules.
 //! May not touch: `.pte` bytes, the runtime.
 
+pub mod bound;
 pub mod build;
 pub mod eval;
 pub mod infer;

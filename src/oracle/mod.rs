@@ -10,11 +10,14 @@
 //! Reads the other stages; changes none of them.
 
 pub mod campaign;
+pub mod conformance;
+pub mod differential;
 pub mod fuzz;
 pub mod invariant;
 pub mod lifecycle;
 pub mod mutants;
 pub mod negative;
+pub mod replay;
 pub mod structure;
 pub mod values;
 

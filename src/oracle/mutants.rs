@@ -18,8 +18,9 @@ pub fn expected_invariant(f: Fault) -> Invariant {
         // call site executes.
         InitPerCallSite | DestroyPerCallSite | LeakSharedHandle | JumpOffByOne => Invariant::I4,
         LeakOnInitFailure => Invariant::I5,
-        // A handle shared across call sites that keeps per-call state computes wrong outputs.
-        ArgkeepOptedIn => Invariant::I6,
+        // Wrong arithmetic: a handle shared across call sites that keeps per-call state, or a
+        // kernel with its operands swapped, computes wrong outputs.
+        ArgkeepOptedIn | SubSwapsOperands => Invariant::I6,
         // A DelegateCall whose arguments do not match its module.
         DropLastDelegateOutput => Invariant::I3,
     }

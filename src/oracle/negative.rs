@@ -4,8 +4,8 @@
 //!
 //! For every instruction of every chain: each index field set to each boundary value past its
 //! range (`n`, `n + 1`, `i32::MAX`, `-1`, `i32::MIN`), operator arity off by one, a call pointed
-//! at a scratch delegate it does not own; for every list value: an item out of range and an
-//! item naming a later value.
+//! at a scratch delegate it does not own; for every plan input and output: each boundary value;
+//! for every list value: an item out of range and an item naming a later value.
 
 use super::lifecycle::Rig;
 use super::{Invariant, Report};
@@ -37,6 +37,8 @@ pub enum Class {
     ListItem,
     /// A TensorList item naming a later value (read before it is built).
     ListForwardRef,
+    /// A plan input or output naming no value.
+    PlanIo,
 }
 
 impl Class {
@@ -48,7 +50,7 @@ impl Class {
 
 /// One field edit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "edit", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Edit {
     /// `args[arg] = to` of a KernelCall or DelegateCall.
     Arg {
@@ -78,6 +80,20 @@ pub enum Edit {
     JumpDestination(i32),
     /// `value_index = to` of a FreeCall.
     FreeValue(i32),
+    /// `inputs[position] = to` of the plan.
+    PlanInput {
+        /// Position in the plan's inputs.
+        position: usize,
+        /// New value index.
+        to: i32,
+    },
+    /// `outputs[position] = to` of the plan.
+    PlanOutput {
+        /// Position in the plan's outputs.
+        position: usize,
+        /// New value index.
+        to: i32,
+    },
     /// Item `item` of list value `value` set to `to`.
     ListItem {
         /// The list's value index.
@@ -115,6 +131,15 @@ impl Corruption {
     /// Applies the edit to `p` (false when the place no longer exists).
     pub fn apply(&self, p: &mut Program) -> bool {
         let Some(plan) = p.execution_plan.as_mut().and_then(|v| v.get_mut(self.plan)) else { return false };
+        match self.edit {
+            Edit::PlanInput { position, to } => {
+                return plan.inputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to).is_some();
+            }
+            Edit::PlanOutput { position, to } => {
+                return plan.outputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to).is_some();
+            }
+            _ => {}
+        }
         if let Edit::ListItem { value, item, to } = self.edit {
             let Some(v) = plan.values.as_mut().and_then(|v| v.get_mut(value)) else { return false };
             return match v {
@@ -254,6 +279,16 @@ pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
                     }
                 }
             }
+        }
+    }
+    for position in 0..plan.inputs.as_ref().map_or(0, Vec::len) {
+        for to in past(nv) {
+            out.push(Corruption { class: Class::PlanIo, plan: pi, at: None, edit: Edit::PlanInput { position, to } });
+        }
+    }
+    for position in 0..plan.outputs.as_ref().map_or(0, Vec::len) {
+        for to in past(nv) {
+            out.push(Corruption { class: Class::PlanIo, plan: pi, at: None, edit: Edit::PlanOutput { position, to } });
         }
     }
     for (v, val) in plan.value_list().iter().enumerate() {

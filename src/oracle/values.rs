@@ -7,6 +7,7 @@
 //!   deterministic for every op we generate); all other elements compare bit for bit;
 //! * scalars likewise; kinds must match.
 
+use crate::ir::bound::Bound;
 use crate::ir::eval::{Data, Val};
 use crate::program::ScalarType;
 use crate::runtime::{HostTensor, HostValue};
@@ -100,4 +101,57 @@ pub fn show(v: &HostValue) -> String {
     };
     let more = if elems.len() > 8 { ", …" } else { "" };
     format!("{} {:?} [{}{more}]", t.dtype, t.sizes, elems.iter().take(8).cloned().collect::<Vec<_>>().join(", "))
+}
+
+/// How an output compares with the eager value under the tolerance model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Equal under [`same`].
+    Exact,
+    /// Different, but every element within its bound.
+    WithinBound,
+    /// Outside the bound (or a different kind, dtype or shape).
+    Mismatch,
+}
+
+fn floats(t: &crate::runtime::HostTensor) -> Option<Vec<f64>> {
+    match t.dtype {
+        ScalarType::FLOAT => {
+            Some(t.data.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
+        }
+        _ => None,
+    }
+}
+
+/// Compares `got` with the eager value `want` whose tolerance is `bound`: bit for bit (NaN and
+/// signed-zero aware) where exact; within the absolute bound for float elements that have one
+/// (NaN only where the eager value is NaN, unless the bound is infinite); anything where the
+/// element may differ or nothing is known.
+pub fn compare(want: &HostValue, bound: &Bound, got: &HostValue) -> Verdict {
+    if same(want, got) {
+        return Verdict::Exact;
+    }
+    if matches!(bound, Bound::Any) {
+        return Verdict::WithinBound;
+    }
+    let (HostValue::Tensor(w), HostValue::Tensor(g)) = (want, got) else { return Verdict::Mismatch };
+    if w.dtype != g.dtype || w.sizes != g.sizes || w.data.len() != g.data.len() {
+        return Verdict::Mismatch;
+    }
+    let n = w.sizes.iter().product::<usize>();
+    let ok = match (bound, floats(w), floats(g)) {
+        (Bound::Abs(b), Some(wv), Some(gv)) if b.len() == n => wv.iter().zip(&gv).zip(b).all(|((x, y), e)| {
+            x.to_bits() == y.to_bits()
+                || (x.is_nan() && y.is_nan())
+                || e.is_infinite()
+                || (x.is_finite() && y.is_finite() && (x - y).abs() <= *e)
+        }),
+        (Bound::Flags(f), _, _) if f.len() == n => {
+            let size = w.data.len() / n.max(1);
+            (0..n).all(|i| f[i] || w.data[i * size..(i + 1) * size] == g.data[i * size..(i + 1) * size])
+        }
+        _ => false,
+    };
+    if ok { Verdict::WithinBound } else { Verdict::Mismatch }
 }

@@ -43,6 +43,8 @@ pub struct Frame<'a> {
     pub constants: Vec<&'a [u8]>,
     /// Largest tensor (in bytes) that may live outside the planned arenas.
     pub memory_limit: usize,
+    /// A seeded bug the kernels exhibit (mutation testing only; `None` in normal use).
+    pub fault: Option<crate::fault::Fault>,
 }
 
 impl Frame<'_> {

@@ -164,6 +164,19 @@ fn add(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 }
 
 fn sub(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    if f.fault == Some(crate::fault::Fault::SubSwapsOperands) {
+        // Seeded bug: `other - self`.
+        let alpha = f.scalar(a[2])?;
+        let ialpha = alpha as i64;
+        return binary(
+            f,
+            a[1],
+            a[0],
+            a[3],
+            move |x, y| x - alpha * y,
+            move |x, y| x.wrapping_sub(ialpha.wrapping_mul(y)),
+        );
+    }
     let alpha = f.scalar(a[2])?;
     let ialpha = alpha as i64;
     binary(f, a[0], a[1], a[3], move |x, y| x - alpha * y, move |x, y| x.wrapping_sub(ialpha.wrapping_mul(y)))
@@ -418,18 +431,15 @@ fn cumsum(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         return f.write_bytes(a[3], &[]);
     }
     if is_float(f.dtype(a[3])?) {
+        // `out[0] = in[0]; out[j] = in[j] + out[j-1]`, accumulating in the output type (a
+        // leading -0.0 stays -0.0).
         let mut x = f.read_f64(a[0])?;
+        let single = f.dtype(a[3])? == ScalarType::FLOAT;
         for o in 0..outer {
             for i in 0..inner {
-                let mut acc = 0.0f64;
-                for k in 0..size {
-                    let p = o * size * inner + k * inner + i;
-                    acc = if f.dtype(a[3])? == ScalarType::FLOAT {
-                        (acc as f32 + x[p] as f32) as f64
-                    } else {
-                        acc + x[p]
-                    };
-                    x[p] = acc;
+                for k in 1..size {
+                    let (p, q) = (o * size * inner + k * inner + i, o * size * inner + (k - 1) * inner + i);
+                    x[p] = if single { (x[p] as f32 + x[q] as f32) as f64 } else { x[p] + x[q] };
                 }
             }
         }

@@ -203,6 +203,7 @@ fn build_frame<'a>(
     plan: &ExecutionPlan,
     method: &str,
     memory_limit: usize,
+    fault: Option<Fault>,
 ) -> Result<Frame<'a>, RuntimeError> {
     let DataSources { constants, mutable_data, external } = sources;
     let total =
@@ -220,7 +221,7 @@ fn build_frame<'a>(
     }
     let arenas: Vec<Vec<u8>> =
         plan.non_const_buffer_sizes.iter().flatten().skip(1).map(|s| vec![0u8; (*s).max(0) as usize]).collect();
-    let mut frame = Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants, memory_limit };
+    let mut frame = Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants, memory_limit, fault };
     let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
         method: method.into(),
         value,
@@ -309,7 +310,7 @@ impl<'a> Method<'a> {
         rt: &Runtime,
         trace: &Trace,
     ) -> Result<Method<'a>, RuntimeError> {
-        let frame = build_frame(sources, plan, name, rt.memory_limit)?;
+        let frame = build_frame(sources, plan, name, rt.memory_limit, rt.fault)?;
         let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|k| k.run)).collect();
         let mut method = Method {
             name: name.to_string(),

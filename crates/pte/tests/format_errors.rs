@@ -569,3 +569,74 @@ fn instruction_union_tag_out_of_range() {
     );
     assert!(matches!(err(&program_with_instruction_tag(0, false)), FormatError::UnknownUnionTag { tag: 0, .. }));
 }
+
+#[test]
+fn alignments_combine_by_least_common_multiple() {
+    use pte::format::header::lcm;
+    assert_eq!(lcm(4, 6), 12);
+    assert_eq!(lcm(16, 128), 128);
+    assert_eq!(lcm(0, 8), 8);
+    assert_eq!(lcm(3, 0), 3);
+}
+
+#[test]
+fn root_offset_at_the_limit_is_in_range_but_not_a_table() {
+    let mut d = real("cpu_add_mul");
+    let limit = d.len() - 4;
+    d[0..4].copy_from_slice(&(limit as u32).to_le_bytes());
+    assert!(matches!(err(&d), FormatError::Malformed { .. }), "{}", err(&d));
+}
+
+/// A program whose `n` plans all share one `non_const_buffer_sizes` vector of `m` entries.
+fn shared_vector_program(n: usize, m: usize) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::new();
+    let sizes = b.create_vector(&vec![0i64; m]);
+    let plan = {
+        let s = b.start_table();
+        b.push_slot_always(20, sizes);
+        b.end_table(s)
+    };
+    let plans = b.create_vector(&vec![plan; n]);
+    let prog = {
+        let s = b.start_table();
+        b.push_slot_always(6, plans);
+        b.end_table(s)
+    };
+    b.finish(prog, Some("ET12"));
+    b.finished_data().to_vec()
+}
+
+#[test]
+fn a_small_file_may_fan_out_within_one_mebibyte() {
+    // 100 plans sharing one 1,000-entry vector: ~8 KB on disk, ~800 KB decoded. Within the
+    // verifier's 8 × input + 1 MiB and the decoder's 48 × input + 1 MiB.
+    let d = shared_vector_program(100, 1000);
+    assert!(d.len() < 10_000);
+    let l = format::load(&d).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(l.program.plans().len(), 100);
+    // Twenty times that fans out past both budgets.
+    let d = shared_vector_program(2000, 1000);
+    assert!(matches!(err(&d), FormatError::VerifierLimit { .. } | FormatError::DecodeBudgetExceeded { .. }));
+}
+
+#[test]
+fn the_writer_refuses_gaps_between_segments_beyond_64_kib_each() {
+    let (mut p, s) = sample();
+    let refs: Vec<&[u8]> = s.iter().map(Vec::as_slice).collect();
+    let table = p.segments.clone().expect("segments");
+    // Push the last segment 64 KiB × (segments + 1) further: refused.
+    let slack = format::MAX_SEGMENT_GAP * (table.len() as u64 + 1);
+    let mut far = table.clone();
+    let last = far.len() - 1;
+    far[last].offset += slack + 1;
+    p.segments = Some(far);
+    let e = format::write(&p, &refs, &WriteOptions::default()).expect_err("refused");
+    assert!(matches!(&e, FormatError::Write { detail } if detail.contains("gaps above")), "{e}");
+    // Exactly at the allowance it is written.
+    let data_total: u64 = s.iter().map(|d| d.len() as u64).sum();
+    let mut edge = table.clone();
+    let end = edge[last].offset + edge[last].size;
+    edge[last].offset += data_total + slack - end;
+    p.segments = Some(edge);
+    assert!(format::write(&p, &refs, &WriteOptions::default()).is_ok());
+}

@@ -74,3 +74,48 @@ fn truncations_never_panic() {
         assert!(load_ptd(&d[..n]).is_err(), "prefix of {n} bytes");
     }
 }
+
+fn put_u64(d: &mut [u8], at: usize, v: u64) {
+    d[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn u64_at(d: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(d[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[test]
+fn a_file_without_segment_data_ends_with_its_flatbuffer() {
+    let mut d = write_ptd(&[], 16);
+    let fb_end = u64_at(&d, 16) + u64_at(&d, 24);
+    // Cut the padding and point the (empty) segment data at 0: the flatbuffer runs to the
+    // last byte, which is allowed.
+    d.truncate(fb_end as usize);
+    put_u64(&mut d, 32, 0);
+    assert_eq!(load_ptd(&d).expect("loads").entries.len(), 0);
+}
+
+#[test]
+fn segment_base_inside_the_flatbuffer() {
+    let mut d = sample();
+    put_u64(&mut d, 32, 8);
+    let e = load_ptd(&d).expect_err("overlapping");
+    assert!(matches!(&e, FormatError::PtdHeader { detail } if detail.contains("inside the flatbuffer")), "{e}");
+    // With no segment data the base is irrelevant.
+    let mut d = write_ptd(&[], 16);
+    put_u64(&mut d, 32, 8);
+    assert!(load_ptd(&d).is_ok());
+}
+
+#[test]
+fn root_offset_at_and_past_the_limit() {
+    let d = sample();
+    let fb_end = (u64_at(&d, 16) + u64_at(&d, 24)) as usize;
+    let limit = fb_end - 4;
+    let mut past = d.clone();
+    past[0..4].copy_from_slice(&(limit as u32 + 1).to_le_bytes());
+    assert!(matches!(load_ptd(&past), Err(FormatError::RootOffsetOutOfRange { .. })));
+    let mut at = d.clone();
+    at[0..4].copy_from_slice(&(limit as u32).to_le_bytes());
+    let r = load_ptd(&at);
+    assert!(!matches!(r, Err(FormatError::RootOffsetOutOfRange { .. })), "the last word is in range: {:?}", r.err());
+}

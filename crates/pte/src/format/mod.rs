@@ -27,4 +27,4 @@ pub use error::FormatError;
 pub use header::ExtendedHeader;
 pub use ptd::{LoadedPtd, PtdEntry, TensorLayout, load_ptd, write_ptd};
 pub use read::{ConstantSource, LoadLimits, LoadedProgram, MAX_DEPTH, MAX_TABLES, load, load_with, verifier_options};
-pub use write::{Layout, WriteOptions, layout_segments, write, write_flatbuffer, write_loaded};
+pub use write::{Layout, MAX_SEGMENT_GAP, WriteOptions, layout_segments, write, write_flatbuffer, write_loaded};

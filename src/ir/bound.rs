@@ -1,0 +1,379 @@
+//! The tolerance model: how far a conforming implementation may be from the eager value, per
+//! element — explaining summation order and nothing more.
+//!
+//! Each value carries an [`Bound`]: `Exact` (every conforming implementation computes these bits),
+//! `Abs` (float32 elements within an absolute bound), `Flags` (integer or bool elements that may
+//! differ, because they compare or select between floats that may), or `Any` (nothing can be
+//! said: an order-dependent overflow, or a control-flow decision that may go either way).
+//!
+//! Sources of inexactness: a dot product of n terms (mm, addmm, linear) may be summed in any
+//! order (an optimised BLAS kernel), so two implementations differ by at most
+//! `2·γ(n)·Σ|aᵢbᵢ|` with `γ(n) = n·ε / (1 − n·ε)`, `ε = 2⁻²⁴`; a division by a one-element
+//! tensor may be a multiplication by the reciprocal (2 ulp). Everything else is exact, and
+//! bounds propagate through each op by its Lipschitz constant plus one rounding.
+
+use super::Op;
+use super::eval::{Data, Tensor, Val, bmap, eval_op};
+
+/// How far a conforming implementation's value may be from the eager one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Bound {
+    /// Every element is exact.
+    #[default]
+    Exact,
+    /// float32: per element, an absolute bound (`inf`: anything).
+    Abs(Vec<f64>),
+    /// Integer or bool: per element, whether it may differ.
+    Flags(Vec<bool>),
+    /// Nothing can be said about the value.
+    Any,
+}
+
+/// Unit roundoff of float32.
+const EPS: f64 = 1.0 / (1u64 << 24) as f64;
+
+fn gamma(n: usize) -> f64 {
+    let ne = n as f64 * EPS;
+    if ne >= 1.0 { f64::INFINITY } else { ne / (1.0 - ne) }
+}
+
+/// The spacing of float32 at `x` (one ulp), `inf` when `x` is not finite in float32.
+pub fn ulp(x: f64) -> f64 {
+    let a = (x.abs() as f32).abs();
+    if !a.is_finite() {
+        return f64::INFINITY;
+    }
+    f64::from(f32::from_bits(a.to_bits() + 1)) - f64::from(a)
+}
+
+impl Bound {
+    /// Whether every element is exact.
+    pub fn is_exact(&self) -> bool {
+        match self {
+            Bound::Exact => true,
+            Bound::Abs(v) => v.iter().all(|e| *e == 0.0),
+            Bound::Flags(v) => v.iter().all(|f| !f),
+            Bound::Any => false,
+        }
+    }
+
+    /// Per-element absolute bounds of an `n`-element float tensor.
+    fn abs(&self, n: usize) -> Vec<f64> {
+        match self {
+            Bound::Exact => vec![0.0; n],
+            Bound::Abs(v) if v.len() == n => v.clone(),
+            Bound::Flags(v) if v.len() == n => v.iter().map(|f| if *f { f64::INFINITY } else { 0.0 }).collect(),
+            _ => vec![f64::INFINITY; n],
+        }
+    }
+
+    /// Per-element "may differ" flags of an `n`-element tensor.
+    fn flags(&self, n: usize) -> Vec<bool> {
+        match self {
+            Bound::Exact => vec![false; n],
+            Bound::Abs(v) if v.len() == n => v.iter().map(|e| *e > 0.0).collect(),
+            Bound::Flags(v) if v.len() == n => v.clone(),
+            _ => vec![true; n],
+        }
+    }
+
+    /// Whether anything about the value may differ (a control-flow decision depends on it).
+    pub fn may_differ(&self) -> bool {
+        !self.is_exact()
+    }
+
+    fn from_abs(v: Vec<f64>) -> Bound {
+        if v.iter().all(|e| *e == 0.0) { Bound::Exact } else { Bound::Abs(v) }
+    }
+
+    fn from_flags(v: Vec<bool>) -> Bound {
+        if v.iter().all(|f| !f) { Bound::Exact } else { Bound::Flags(v) }
+    }
+
+    /// The error of a value moved by a gather (select, permute, view, index_select, stack):
+    /// `map[i]` is the source element of output element `i`.
+    pub fn gather(&self, n_in: usize, map: &[usize]) -> Bound {
+        match self {
+            Bound::Exact => Bound::Exact,
+            Bound::Any => Bound::Any,
+            Bound::Abs(_) => {
+                let a = self.abs(n_in);
+                Bound::from_abs(map.iter().map(|i| a.get(*i).copied().unwrap_or(f64::INFINITY)).collect())
+            }
+            Bound::Flags(_) => {
+                let f = self.flags(n_in);
+                Bound::from_flags(map.iter().map(|i| f.get(*i).copied().unwrap_or(true)).collect())
+            }
+        }
+    }
+
+    /// The error of rows stacked along a new leading dimension.
+    pub fn stack(rows: &[(usize, Bound)]) -> Bound {
+        if rows.iter().all(|(_, e)| matches!(e, Bound::Exact)) {
+            return Bound::Exact;
+        }
+        if rows.iter().any(|(_, e)| matches!(e, Bound::Any)) {
+            return Bound::Any;
+        }
+        if rows.iter().any(|(_, e)| matches!(e, Bound::Flags(_))) {
+            return Bound::from_flags(rows.iter().flat_map(|(n, e)| e.flags(*n)).collect());
+        }
+        Bound::from_abs(rows.iter().flat_map(|(n, e)| e.abs(*n)).collect())
+    }
+}
+
+fn len(v: &Val) -> usize {
+    match v {
+        Val::Tensor(t) => t.len(),
+        _ => 1,
+    }
+}
+
+fn f32s(v: &Val) -> Option<&[f32]> {
+    match v {
+        Val::Tensor(Tensor { data: Data::F32(x), .. }) => Some(x),
+        _ => None,
+    }
+}
+
+fn shape(v: &Val) -> &[usize] {
+    match v {
+        Val::Tensor(t) => &t.shape,
+        _ => &[],
+    }
+}
+
+/// Output element -> input element map of a data-movement op: the op applied to a tensor of
+/// its own element indices.
+fn movement_map(op: &Op, args: &[&Val]) -> Option<Vec<usize>> {
+    let Val::Tensor(x) = args.first()? else { return None };
+    let idx = Val::Tensor(Tensor { shape: x.shape.clone(), data: Data::I64((0..x.len() as i64).collect()) });
+    let mut a: Vec<&Val> = vec![&idx];
+    a.extend(args.iter().skip(1).copied());
+    match eval_op(op, &a, "bound").ok()? {
+        Val::Tensor(Tensor { data: Data::I64(v), .. }) => Some(v.into_iter().map(|i| i as usize).collect()),
+        _ => None,
+    }
+}
+
+/// Elementwise: output error from the operands' errors, the operands and the result.
+fn elementwise(args: &[&Val], errs: &[&Bound], out: &Val, f: impl Fn(&[f64], &[f64], f64) -> f64) -> Bound {
+    let o = shape(out).to_vec();
+    let n = len(out);
+    let maps: Vec<Vec<usize>> = args.iter().map(|a| bmap(&o, shape(a))).collect();
+    let vals: Vec<Vec<f64>> =
+        args.iter().map(|a| f32s(a).map(|x| x.iter().map(|v| f64::from(*v)).collect()).unwrap_or_default()).collect();
+    let es: Vec<Vec<f64>> = args.iter().zip(errs).map(|(a, e)| e.abs(len(a))).collect();
+    let r = f32s(out).unwrap_or(&[]);
+    Bound::from_abs(
+        (0..n)
+            .map(|i| {
+                let xs: Vec<f64> = maps.iter().zip(&vals).map(|(m, v)| v.get(m[i]).copied().unwrap_or(0.0)).collect();
+                let ex: Vec<f64> = maps.iter().zip(&es).map(|(m, e)| e.get(m[i]).copied().unwrap_or(0.0)).collect();
+                let ri = r.get(i).map_or(0.0, |v| f64::from(*v));
+                let e = f(&xs, &ex, ri);
+                // A perturbed operand may round to a neighbouring float.
+                if e > 0.0 { e + ulp(ri.abs() + e) } else { e }
+            })
+            .collect(),
+    )
+}
+
+/// Elementwise on integers or bools: an output element may differ when an operand it reads may.
+fn flagwise(args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
+    let o = shape(out).to_vec();
+    let maps: Vec<Vec<usize>> = args.iter().map(|a| bmap(&o, shape(a))).collect();
+    let fs: Vec<Vec<bool>> = args.iter().zip(errs).map(|(a, e)| e.flags(len(a))).collect();
+    Bound::from_flags(
+        (0..len(out)).map(|i| maps.iter().zip(&fs).any(|(m, f)| f.get(m[i]).copied().unwrap_or(true))).collect(),
+    )
+}
+
+/// A comparison `a > b` may flip where the operands are within their bounds of each other.
+fn comparison(args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
+    let o = shape(out).to_vec();
+    let maps: Vec<Vec<usize>> = args.iter().map(|a| bmap(&o, shape(a))).collect();
+    let ints = args.iter().all(|a| f32s(a).is_none());
+    if ints {
+        return flagwise(args, errs, out);
+    }
+    let vals: Vec<Vec<f64>> =
+        args.iter().map(|a| f32s(a).map(|x| x.iter().map(|v| f64::from(*v)).collect()).unwrap_or_default()).collect();
+    let es: Vec<Vec<f64>> = args.iter().zip(errs).map(|(a, e)| e.abs(len(a))).collect();
+    Bound::from_flags(
+        (0..len(out))
+            .map(|i| {
+                let (a, b) = (vals[0][maps[0][i]], vals.get(1).and_then(|v| v.get(maps[1][i]).copied()).unwrap_or(0.0));
+                let e = es[0][maps[0][i]] + es.get(1).and_then(|v| v.get(maps[1][i]).copied()).unwrap_or(0.0);
+                e > 0.0 && ((a - b).abs() <= e || a.is_nan() || b.is_nan())
+            })
+            .collect(),
+    )
+}
+
+/// `bias + x @ w` (w transposed for linear): per element, the summation-order bound, the
+/// propagated operand errors, and one rounding.
+fn matmul(x: (&Val, &Bound), w: (&Val, &Bound), bias: Option<(&Val, &Bound)>, w_transposed: bool, out: &Val) -> Bound {
+    let (Some(xv), Some(wv), Some(r)) = (f32s(x.0), f32s(w.0), f32s(out)) else { return Bound::Any };
+    let (xs, ws) = (shape(x.0), shape(w.0));
+    if xs.len() != 2 || ws.len() != 2 {
+        return Bound::Any;
+    }
+    let (n, k) = (xs[0], xs[1]);
+    let m = if w_transposed { ws[0] } else { ws[1] };
+    let (ex, ew) = (x.1.abs(xv.len()), w.1.abs(wv.len()));
+    let (bv, eb, bmap_) = match bias {
+        Some((b, e)) => {
+            let v: Vec<f64> = f32s(b).map(|x| x.iter().map(|v| f64::from(*v)).collect()).unwrap_or_default();
+            (v, e.abs(len(b)), Some(bmap(&[n, m], shape(b))))
+        }
+        None => (vec![], vec![], None),
+    };
+    let terms = k + usize::from(bias.is_some());
+    let mut out_e = Vec::with_capacity(n * m);
+    for i in 0..n {
+        for j in 0..m {
+            let (mut s, mut prop, mut finite) = (0f64, 0f64, true);
+            for p in 0..k {
+                let wi = if w_transposed { j * k + p } else { p * m + j };
+                let (a, b) = (f64::from(xv[i * k + p]), f64::from(wv[wi]));
+                finite &= (a * b).is_finite();
+                s += (a * b).abs();
+                prop += a.abs() * ew[wi] + b.abs() * ex[i * k + p] + ex[i * k + p] * ew[wi];
+            }
+            if let Some(map) = &bmap_ {
+                let bi = map[i * m + j];
+                s += bv.get(bi).copied().unwrap_or(0.0).abs();
+                prop += eb.get(bi).copied().unwrap_or(0.0);
+            }
+            let ri = f64::from(r[i * m + j]);
+            let e = if !finite {
+                // Infinite or NaN terms give the same result in every order (when exact).
+                if prop > 0.0 { f64::INFINITY } else { 0.0 }
+            } else if s > f64::from(f32::MAX) / 2.0 {
+                // An overflow to inf may or may not happen depending on the order.
+                f64::INFINITY
+            } else {
+                let order = if terms >= 2 { 2.0 * gamma(terms) * s } else { 0.0 };
+                let e = order + prop * (1.0 + gamma(terms));
+                if e > 0.0 { e + ulp(ri.abs() + e) } else { 0.0 }
+            };
+            out_e.push(e);
+        }
+    }
+    Bound::from_abs(out_e)
+}
+
+/// The error of `op` applied to `args` (with errors `errs`), whose eager result is `out`.
+pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
+    use Op::*;
+    let all_exact = errs.iter().all(|e| e.is_exact());
+    match op {
+        Add | Sub | Mul if f32s(out).is_none() => {
+            if all_exact {
+                Bound::Exact
+            } else {
+                flagwise(args, errs, out)
+            }
+        }
+        Add | Sub => {
+            if all_exact {
+                Bound::Exact
+            } else {
+                elementwise(args, errs, out, |_, e, _| e.iter().sum())
+            }
+        }
+        Mul => {
+            if all_exact {
+                return Bound::Exact;
+            }
+            elementwise(args, errs, out, |x, e, _| x[0].abs() * e[1] + x[1].abs() * e[0] + e[0] * e[1])
+        }
+        Div => {
+            // An optimised kernel divides by a one-element operand as a multiplication by its
+            // reciprocal: two roundings.
+            let recip = args.iter().any(|a| len(a) == 1);
+            elementwise(args, errs, out, |x, e, r| {
+                let (b, eb) = (x[1].abs(), e[1]);
+                let prop = if e[0] == 0.0 && eb == 0.0 {
+                    0.0
+                } else if b > eb {
+                    (e[0] + r.abs() * eb) / (b - eb)
+                } else {
+                    f64::INFINITY
+                };
+                prop + if recip && r.is_finite() { 2.0 * ulp(r) } else { 0.0 }
+            })
+        }
+        Relu if f32s(out).is_none() => {
+            if all_exact {
+                Bound::Exact
+            } else {
+                flagwise(args, errs, out)
+            }
+        }
+        Relu | Sin | Cos => {
+            if all_exact {
+                Bound::Exact
+            } else {
+                elementwise(args, errs, out, |_, e, _| e[0])
+            }
+        }
+        Linear => matmul((args[0], errs[0]), (args[1], errs[1]), Some((args[2], errs[2])), true, out),
+        Addmm => matmul((args[1], errs[1]), (args[2], errs[2]), Some((args[0], errs[0])), false, out),
+        Mm => matmul((args[0], errs[0]), (args[1], errs[1]), None, false, out),
+        Cumsum { .. } => {
+            if all_exact {
+                return Bound::Exact;
+            }
+            if f32s(out).is_none() {
+                // A running integer sum: any element may differ.
+                return Bound::Flags(vec![true; len(out)]);
+            }
+            // Running sums: errors accumulate along the dimension (bounded by the total).
+            let total: f64 = errs[0].abs(len(args[0])).iter().sum();
+            let r = f32s(out).unwrap_or(&[]);
+            Bound::from_abs(
+                r.iter().map(|v| if total > 0.0 { total + ulp(f64::from(*v).abs() + total) } else { 0.0 }).collect(),
+            )
+        }
+        PermuteCopy { .. } | SelectCopy { .. } | IndexSelect { .. } | View { .. } => {
+            if all_exact {
+                return Bound::Exact;
+            }
+            match movement_map(op, args) {
+                Some(map) => errs[0].gather(len(args[0]), &map),
+                None => Bound::Any,
+            }
+        }
+        Argmax { .. } => {
+            if all_exact {
+                return Bound::Exact;
+            }
+            // Any element may change when the maximum is not clear by the bounds.
+            Bound::Flags(vec![true; len(out)])
+        }
+        Gt { other } => {
+            if all_exact {
+                return Bound::Exact;
+            }
+            let k = Val::Tensor(Tensor { shape: vec![], data: Data::F32(vec![*other as f32]) });
+            comparison(&[args[0], &k], &[errs[0], &Bound::Exact], out)
+        }
+        GtTensor => {
+            if all_exact {
+                Bound::Exact
+            } else {
+                comparison(args, errs, out)
+            }
+        }
+        SymSize { .. } => Bound::Exact,
+        ScalarAdd | ScalarSub | ScalarMul | ScalarFloordiv | ScalarEq | ScalarLt | ScalarGt | ScalarGe | ScalarLe => {
+            if all_exact {
+                Bound::Exact
+            } else {
+                Bound::Any
+            }
+        }
+    }
+}

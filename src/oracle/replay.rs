@@ -1,0 +1,261 @@
+//! Replaying recorded runs (`NAME.io.json`, `run --expect`): every run of every method executed
+//! in a session and compared with its recording. A recording made by the conformance corpus
+//! (`ptecheck gen`) carries each output's tolerance (the eager interpreter's bound); one made
+//! by ExecuTorch does not, and is compared bit for bit where every kernel is exact, else within
+//! [`INEXACT_ULPS`]. The largest ulp gap is always reported.
+
+use super::values::{Verdict, compare};
+use crate::ir::bound::Bound;
+use crate::program::{ExecutionPlan, ScalarType};
+use crate::runtime::io::{IoError, list_from_json};
+use crate::runtime::value::decode_f64;
+use crate::runtime::{HostValue, RuntimeError, Session};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Ulp gap tolerated for methods whose ops may round differently from PyTorch.
+pub const INEXACT_ULPS: u64 = 4;
+
+fn ioerr(path: &str, detail: impl Into<String>) -> IoError {
+    IoError { path: path.to_string(), detail: detail.into() }
+}
+
+/// The JSON form of a tolerance (`io.json` `runs[k].tolerance[i]`).
+pub fn bound_to_json(b: &Bound) -> Value {
+    let f = |x: &f64| if x.is_finite() { json!(x) } else { json!("inf") };
+    match b {
+        Bound::Exact => json!({"exact": true}),
+        Bound::Abs(v) => json!({"abs": v.iter().map(f).collect::<Vec<_>>()}),
+        Bound::Flags(v) => json!({"may_differ": v}),
+        Bound::Any => json!({"any": true}),
+    }
+}
+
+/// Reads a tolerance.
+pub fn bound_from_json(v: &Value, path: &str) -> Result<Bound, IoError> {
+    if v.get("exact").is_some() {
+        return Ok(Bound::Exact);
+    }
+    if v.get("any").is_some() {
+        return Ok(Bound::Any);
+    }
+    if let Some(a) = v.get("abs").and_then(Value::as_array) {
+        return a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Value::String(s) if s == "inf" => Ok(f64::INFINITY),
+                _ => x.as_f64().ok_or_else(|| ioerr(&format!("{path}.abs[{i}]"), "not a bound")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Bound::Abs);
+    }
+    if let Some(a) = v.get("may_differ").and_then(Value::as_array) {
+        return a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x.as_bool().ok_or_else(|| ioerr(&format!("{path}.may_differ[{i}]"), "not a bool")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Bound::Flags);
+    }
+    Err(ioerr(path, "a tolerance is {exact}, {abs: [..]}, {may_differ: [..]} or {any}"))
+}
+
+fn ordered_f32(x: f32) -> i64 {
+    let b = x.to_bits() as i32 as i64;
+    if b < 0 { i64::from(i32::MIN) - b } else { b }
+}
+
+fn ordered_f64(x: f64) -> i128 {
+    let b = x.to_bits() as i64 as i128;
+    if b < 0 { i128::from(i64::MIN) - b } else { b }
+}
+
+/// Largest ulp gap between two values of the same kind, dtype and shape (`None` = they differ
+/// in kind, dtype, shape, or non-float contents).
+pub fn ulp_gap(expected: &HostValue, actual: &HostValue) -> Option<u64> {
+    match (expected, actual) {
+        (HostValue::Tensor(e), HostValue::Tensor(a)) => {
+            if e.dtype != a.dtype || e.sizes != a.sizes || e.data.len() != a.data.len() {
+                return None;
+            }
+            // Distance in units in the last place of the element type; NaN equals NaN.
+            let single = match e.dtype {
+                ScalarType::FLOAT => true,
+                ScalarType::DOUBLE => false,
+                _ => return (e.data == a.data).then_some(0),
+            };
+            let (ev, av) = (decode_f64(e.dtype, &e.data).ok()?, decode_f64(a.dtype, &a.data).ok()?);
+            let gap = |x: f64, y: f64| -> u64 {
+                if x.is_nan() && y.is_nan() {
+                    0
+                } else if single {
+                    ordered_f32(x as f32).abs_diff(ordered_f32(y as f32))
+                } else {
+                    u64::try_from(ordered_f64(x).abs_diff(ordered_f64(y))).unwrap_or(u64::MAX)
+                }
+            };
+            Some(ev.iter().zip(&av).map(|(x, y)| gap(*x, *y)).max().unwrap_or(0))
+        }
+        (HostValue::Double(x), HostValue::Double(y)) => u64::try_from(ordered_f64(*x).abs_diff(ordered_f64(*y))).ok(),
+        (x, y) => (x == y).then_some(0),
+    }
+}
+
+/// Ulps a method may differ from PyTorch by: 0 when every operator's kernel is exact and no
+/// delegate runs, else [`INEXACT_ULPS`].
+pub fn tolerance(plan: &ExecutionPlan) -> u64 {
+    let exact_ops =
+        plan.operator_list().iter().all(|o| crate::runtime::kernels::lookup(&o.qualified()).is_some_and(|k| k.exact));
+    if exact_ops && plan.delegate_list().is_empty() { 0 } else { INEXACT_ULPS }
+}
+
+/// Outcome of one recorded run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunOutcome {
+    /// Method.
+    pub method: String,
+    /// Run number within the method.
+    pub run: usize,
+    /// What the expected outputs are (`runtime`, `eager_torch`, or `eager` for a generated
+    /// recording).
+    pub against: &'static str,
+    /// Whether every output matched (within its recorded tolerance, or `tolerance_ulps`).
+    pub ok: bool,
+    /// Under recorded tolerances: exact, within bound or mismatch (`None`: none recorded).
+    pub verdict: Option<Verdict>,
+    /// Largest ulp gap over the outputs (`None` when kind/shape/dtype differ).
+    pub max_ulps: Option<u64>,
+    /// Allowed gap when no tolerance is recorded.
+    pub tolerance_ulps: u64,
+    /// Why it did not run or did not match.
+    pub detail: Option<String>,
+    /// Whether the failure was a backend that is not available here.
+    pub backend_unavailable: bool,
+}
+
+/// One recorded run: inputs, expected outputs, and their tolerances if recorded.
+struct Recorded<'v> {
+    inputs: &'v Value,
+    outputs: &'v Value,
+    tolerance: Option<&'v Value>,
+}
+
+/// Runs every recorded run of every method of an io.json document in `session`.
+pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcome>, IoError> {
+    let loaded = session.loaded();
+    let methods = io.get("methods").and_then(Value::as_object).ok_or_else(|| ioerr("$", "missing `methods` object"))?;
+    let mut out = Vec::new();
+    for (name, m) in methods {
+        let path = format!("$.methods.{name}");
+        let skipped = m.get("status").and_then(Value::as_str) == Some("skipped");
+        let (runs, against): (Vec<Recorded<'_>>, &'static str) = if skipped {
+            // One entry per run: the inputs that would be used, and eager PyTorch's outputs.
+            let i = m
+                .get("inputs_that_would_be_used")
+                .and_then(Value::as_array)
+                .ok_or_else(|| ioerr(&path, "skipped method without inputs_that_would_be_used"))?;
+            let o = m
+                .get("eager_torch_outputs")
+                .and_then(Value::as_array)
+                .ok_or_else(|| ioerr(&path, "skipped method without eager_torch_outputs"))?;
+            let runs = i.iter().zip(o).map(|(inputs, outputs)| Recorded { inputs, outputs, tolerance: None }).collect();
+            (runs, "eager_torch")
+        } else {
+            let runs = m.get("runs").and_then(Value::as_array).ok_or_else(|| ioerr(&path, "missing `runs`"))?;
+            let mut v = Vec::new();
+            for (k, r) in runs.iter().enumerate() {
+                let at = format!("{path}.runs[{k}]");
+                v.push(Recorded {
+                    inputs: r.get("inputs").ok_or_else(|| ioerr(&at, "missing inputs"))?,
+                    outputs: r.get("outputs").ok_or_else(|| ioerr(&at, "missing outputs"))?,
+                    tolerance: r.get("tolerance"),
+                });
+            }
+            let generated = runs.iter().any(|r| r.get("tolerance").is_some());
+            (v, if generated { "eager" } else { "runtime" })
+        };
+        let tol = loaded.program.plan(name).map_or(INEXACT_ULPS, tolerance);
+        let outcome = |run: usize| RunOutcome {
+            method: name.clone(),
+            run,
+            against,
+            ok: false,
+            verdict: None,
+            max_ulps: None,
+            tolerance_ulps: tol,
+            detail: None,
+            backend_unavailable: false,
+        };
+        // One loaded method serves every run, in order, as the recording did.
+        let mut method = match session.load(name) {
+            Ok(m) => m,
+            Err(e) => {
+                for run in 0..runs.len() {
+                    out.push(RunOutcome {
+                        detail: Some(e.to_string()),
+                        backend_unavailable: matches!(e, RuntimeError::BackendNotAvailable { .. }),
+                        ..outcome(run)
+                    });
+                }
+                continue;
+            }
+        };
+        for (run, rec) in runs.iter().enumerate() {
+            let at = format!("{path}.runs[{run}]");
+            let inputs = list_from_json(rec.inputs, &format!("{at}.inputs"))?;
+            let expected = list_from_json(rec.outputs, &format!("{at}.outputs"))?;
+            let bounds = match rec.tolerance {
+                None => None,
+                Some(t) => Some(
+                    t.as_array()
+                        .ok_or_else(|| ioerr(&format!("{at}.tolerance"), "not an array"))?
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| bound_from_json(b, &format!("{at}.tolerance[{i}]")))
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
+            };
+            let result = Session::execute(&mut method, Some(&inputs));
+            let o = match result {
+                Err(e) => RunOutcome { detail: Some(e.to_string()), ..outcome(run) },
+                Ok(actual) => judge(&expected, bounds.as_deref(), &actual, outcome(run)),
+            };
+            out.push(o);
+        }
+    }
+    Ok(out)
+}
+
+/// Compares one run's outputs: under recorded bounds when there are any, else by ulp gap.
+fn judge(expected: &[HostValue], bounds: Option<&[Bound]>, actual: &[HostValue], base: RunOutcome) -> RunOutcome {
+    let tol = base.tolerance_ulps;
+    let gaps: Vec<Option<u64>> = if actual.len() == expected.len() {
+        expected.iter().zip(actual).map(|(e, a)| ulp_gap(e, a)).collect()
+    } else {
+        vec![None]
+    };
+    let max = gaps.iter().try_fold(0u64, |m, g| g.map(|g| m.max(g)));
+    if actual.len() != expected.len() {
+        let detail = format!("{} outputs, {} recorded", actual.len(), expected.len());
+        return RunOutcome { detail: Some(detail), verdict: bounds.map(|_| Verdict::Mismatch), ..base };
+    }
+    match bounds {
+        Some(b) if b.len() == expected.len() => {
+            let verdict =
+                expected.iter().zip(b).zip(actual).map(|((e, b), a)| compare(e, b, a)).max().unwrap_or(Verdict::Exact);
+            let ok = verdict != Verdict::Mismatch;
+            let detail = (!ok).then(|| format!("outside the recorded tolerance (largest gap {max:?} ulp)"));
+            RunOutcome { ok, verdict: Some(verdict), max_ulps: max, detail, ..base }
+        }
+        Some(_) => RunOutcome { detail: Some("tolerance count differs from the outputs".into()), ..base },
+        None => {
+            let ok = max.is_some_and(|m| m <= tol);
+            let detail = (!ok).then(|| match max {
+                None => "outputs differ in kind, dtype or shape".to_string(),
+                Some(m) => format!("largest gap {m} ulp exceeds {tol}"),
+            });
+            RunOutcome { ok, max_ulps: max, detail, ..base }
+        }
+    }
+}

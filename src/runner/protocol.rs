@@ -1,0 +1,168 @@
+//! Messages of the runner protocol (docs/runner-protocol.md, version 1): the hello, requests,
+//! replies, with values in the corpus encoding (`runtime::io`).
+
+use crate::runtime::HostValue;
+use crate::runtime::io::{from_json, list_from_json, to_json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// The protocol version this harness speaks.
+pub const PROTOCOL: u64 = 1;
+
+/// What a runner announces about itself before any request.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Protocol version.
+    pub protocol: u64,
+    /// What it wraps.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Backend ids its `init` can succeed for.
+    #[serde(default)]
+    pub backends: Vec<String>,
+    /// Kernels it has, as `name.overload`.
+    #[serde(default)]
+    pub operators: Vec<String>,
+}
+
+/// A stage a request failed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The request itself was malformed.
+    Request,
+    /// Loading the program.
+    LoadProgram,
+    /// Loading (initialising) the method.
+    LoadMethod,
+    /// Setting the inputs.
+    SetInputs,
+    /// Executing.
+    Execute,
+    /// Reading the outputs.
+    ReadOutputs,
+}
+
+/// One request: run `method` of the program at `pte` on `inputs`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Chosen by the harness, echoed in the reply.
+    pub id: u64,
+    /// Absolute path of the program.
+    pub pte: PathBuf,
+    /// Method name.
+    pub method: String,
+    /// Inputs.
+    pub inputs: Vec<HostValue>,
+    /// External data file.
+    pub ptd: Option<PathBuf>,
+}
+
+impl Request {
+    /// The request's JSON line (without the newline).
+    pub fn to_line(&self) -> String {
+        json!({
+            "id": self.id,
+            "op": "run",
+            "pte": self.pte.display().to_string(),
+            "method": self.method,
+            "inputs": self.inputs.iter().map(to_json).collect::<Vec<_>>(),
+            "ptd": self.ptd.as_ref().map(|p| p.display().to_string()),
+        })
+        .to_string()
+    }
+
+    /// Parses a request line (the server side).
+    pub fn parse(line: &str) -> Result<Request, (Option<u64>, String)> {
+        let v: Value = serde_json::from_str(line).map_err(|e| (None, format!("not JSON: {e}")))?;
+        let id = v.get("id").and_then(Value::as_u64).ok_or((None, "missing `id`".to_string()))?;
+        let bad = |what: &str| (Some(id), what.to_string());
+        if v.get("op").is_some_and(|o| o != "run") {
+            return Err(bad("unsupported `op`"));
+        }
+        let pte = v.get("pte").and_then(Value::as_str).ok_or_else(|| bad("missing `pte`"))?;
+        let method = v.get("method").and_then(Value::as_str).ok_or_else(|| bad("missing `method`"))?;
+        let inputs = list_from_json(v.get("inputs").unwrap_or(&Value::Null), "$.inputs")
+            .map_err(|e| (Some(id), e.to_string()))?;
+        let ptd = v.get("ptd").and_then(Value::as_str).map(PathBuf::from);
+        Ok(Request { id, pte: PathBuf::from(pte), method: method.to_string(), inputs, ptd })
+    }
+}
+
+/// A runner's answer to one request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// The method's outputs.
+    Outputs(Vec<HostValue>),
+    /// A typed failure.
+    Error {
+        /// Message.
+        message: String,
+        /// Where it failed.
+        stage: Stage,
+        /// ExecuTorch error code, when known.
+        code: Option<u32>,
+    },
+}
+
+/// A line that is not a well-formed reply.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct Garbage(pub String);
+
+impl Reply {
+    /// The reply line for request `id`.
+    pub fn to_line(&self, id: Option<u64>) -> String {
+        match self {
+            Reply::Outputs(o) => json!({"id": id, "outputs": o.iter().map(to_json).collect::<Vec<_>>()}).to_string(),
+            Reply::Error { message, stage, code } => {
+                json!({"id": id, "error": message, "stage": stage, "code": code}).to_string()
+            }
+        }
+    }
+
+    /// Parses a reply line: `(id, reply)`.
+    pub fn parse(line: &str) -> Result<(u64, Reply), Garbage> {
+        let v: Value = serde_json::from_str(line).map_err(|e| Garbage(format!("not JSON ({e})")))?;
+        let id = v.get("id").and_then(Value::as_u64).ok_or_else(|| Garbage("no integer `id`".into()))?;
+        if let Some(outs) = v.get("outputs") {
+            let outs = outs
+                .as_array()
+                .ok_or_else(|| Garbage("`outputs` is not an array".into()))?
+                .iter()
+                .enumerate()
+                .map(|(i, o)| from_json(o, &format!("$.outputs[{i}]")))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Garbage(e.to_string()))?;
+            return Ok((id, Reply::Outputs(outs)));
+        }
+        let message =
+            v.get("error").and_then(Value::as_str).ok_or_else(|| Garbage("neither `outputs` nor `error`".into()))?;
+        let stage: Stage = v
+            .get("stage")
+            .cloned()
+            .ok_or_else(|| Garbage("`error` without `stage`".into()))
+            .and_then(|s| serde_json::from_value(s).map_err(|e| Garbage(format!("`stage`: {e}"))))?;
+        let code = v.get("code").and_then(Value::as_u64).and_then(|c| u32::try_from(c).ok());
+        Ok((id, Reply::Error { message: message.to_string(), stage, code }))
+    }
+}
+
+/// Parses a hello line.
+pub fn parse_hello(line: &str) -> Result<Hello, Garbage> {
+    let v: Value = serde_json::from_str(line).map_err(|e| Garbage(format!("not JSON ({e})")))?;
+    let h = v.get("hello").ok_or_else(|| Garbage("no `hello` member".into()))?;
+    let hello: Hello = serde_json::from_value(h.clone()).map_err(|e| Garbage(format!("hello: {e}")))?;
+    if hello.protocol != PROTOCOL {
+        return Err(Garbage(format!("protocol {} (this harness speaks {PROTOCOL})", hello.protocol)));
+    }
+    Ok(hello)
+}
+
+/// The hello line.
+pub fn hello_line(h: &Hello) -> String {
+    json!({ "hello": h }).to_string()
+}
