@@ -1,0 +1,91 @@
+//! The tolerance model (`ir::bound`): what it allows for summation order and nothing more.
+
+use ptecheck::ir::bound::{Bound, of_op, ulp};
+use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
+use ptecheck::ir::eval::{Data, Tensor, Val, eval_op, run_method};
+use ptecheck::ir::{IrMethod, IrProgram, Node, Op};
+
+fn f(shape: &[usize], v: &[f32]) -> Val {
+    Val::Tensor(Tensor { shape: shape.to_vec(), data: Data::F32(v.to_vec()) })
+}
+
+fn bound(op: Op, args: &[Val], errs: &[Bound]) -> Bound {
+    let a: Vec<&Val> = args.iter().collect();
+    let out = eval_op(&op, &a, "t").expect("evaluates");
+    of_op(&op, &a, &errs.iter().collect::<Vec<_>>(), &out)
+}
+
+#[test]
+fn exact_ops_of_exact_values_are_exact() {
+    let x = f(&[2], &[1.5, -2.0]);
+    for op in [Op::Add, Op::Sub, Op::Mul] {
+        assert_eq!(bound(op, &[x.clone(), x.clone()], &[Bound::Exact, Bound::Exact]), Bound::Exact);
+    }
+    assert_eq!(bound(Op::Relu, std::slice::from_ref(&x), &[Bound::Exact]), Bound::Exact);
+    assert_eq!(bound(Op::Cumsum { dim: 0 }, &[x], &[Bound::Exact]), Bound::Exact, "ExecuTorch sums in order");
+}
+
+#[test]
+fn a_dot_product_allows_twice_gamma_n_times_the_sum_of_magnitudes() {
+    // [1, 1e8, -1e8] · [1, 1, 1]: exact sum 1, but an order may give 0 or 2.
+    let x = f(&[1, 3], &[1.0, 1e8, -1e8]);
+    let w = f(&[3, 1], &[1.0, 1.0, 1.0]);
+    let Bound::Abs(b) = bound(Op::Mm, &[x, w], &[Bound::Exact, Bound::Exact]) else { panic!("bounded") };
+    let s = 1.0 + 2e8;
+    let gamma3 = 3.0 * 2f64.powi(-24) / (1.0 - 3.0 * 2f64.powi(-24));
+    assert!(b[0] >= 2.0 * gamma3 * s && b[0] <= 2.0 * gamma3 * s + 1.0, "{}", b[0]);
+    // One product is exact: nothing to reorder.
+    let one = bound(Op::Mm, &[f(&[1, 1], &[3.0]), f(&[1, 1], &[0.1])], &[Bound::Exact, Bound::Exact]);
+    assert_eq!(one, Bound::Exact);
+}
+
+#[test]
+fn a_division_by_one_element_may_be_a_reciprocal_multiplication() {
+    let Bound::Abs(b) = bound(Op::Div, &[f(&[2], &[1.0, 3.0]), f(&[1], &[3.0])], &[Bound::Exact, Bound::Exact]) else {
+        panic!("bounded")
+    };
+    // Two roundings (plus one for the bound's own rounding).
+    assert!(b[1] >= 2.0 * ulp(1.0) && b[1] <= 3.0 * ulp(1.0), "{}", b[1]);
+    assert_eq!(
+        bound(Op::Div, &[f(&[2], &[1.0, 3.0]), f(&[2], &[3.0, 3.0])], &[Bound::Exact, Bound::Exact]),
+        Bound::Exact
+    );
+}
+
+#[test]
+fn bounds_propagate_and_comparisons_near_the_edge_may_flip() {
+    let x = f(&[2], &[1.0, 5.0]);
+    let e = Bound::Abs(vec![0.25, 0.25]);
+    let Bound::Abs(b) = bound(Op::Add, &[x.clone(), x.clone()], &[e.clone(), e.clone()]) else { panic!() };
+    assert!(b[0] >= 0.5 && b[0] < 0.5 + 1e-6);
+    // 1.0 > 1.1 may flip within 0.25; 5.0 > 1.1 may not.
+    assert_eq!(bound(Op::Gt { other: 1.1 }, &[x], &[e]), Bound::Flags(vec![true, false]));
+}
+
+#[test]
+fn a_cond_on_a_predicate_that_may_flip_says_nothing_of_its_result() {
+    // pred = mm(x, w) > 0 where the dot product cancels to 0: the branch may go either way.
+    let w = f32_const(vec![3, 1], vec![1.0, 1.0, 1.0]);
+    let mut g = GraphBuilder::new(vec![w], vec![f32_tensor(vec![1, 3])]);
+    let d = g.op(Op::Mm, &[g.input(0), g.constant(0)]);
+    let pred = g.op(Op::Gt { other: 0.0 }, &[d]);
+    let branch = |op: Op| {
+        let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1, 3])]);
+        let y = b.op(op, &[b.input(0)]);
+        b.finish(&[y])
+    };
+    let out = g.node(
+        Node::Cond { pred, then_graph: branch(Op::Sin), else_graph: branch(Op::Cos), operands: vec![g.input(0)] },
+        1,
+    )[0];
+    let p = IrProgram {
+        methods: vec![IrMethod { name: "forward".into(), graph: g.finish(&[out, d]) }],
+        ..Default::default()
+    };
+    let r = run_method(&p, "forward", &[f(&[1, 3], &[1.0, 1e8, -1e8])]).expect("runs");
+    assert_eq!(r.bounds[0], Bound::Any);
+    assert!(matches!(r.bounds[1], Bound::Abs(_)));
+    // With values far from the edge the decision is certain and the branch's result exact.
+    let r = run_method(&p, "forward", &[f(&[1, 3], &[1.0, 2.0, 3.0])]).expect("runs");
+    assert_eq!(r.bounds[0], Bound::Exact);
+}

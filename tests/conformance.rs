@@ -1,0 +1,73 @@
+//! The conformance corpus (`ptecheck gen`): every case folder holds both emissions, the saved
+//! program and an io.json with tolerances, and replays against our runtime with no failure.
+
+use ptecheck::oracle::campaign::CampaignOptions;
+use ptecheck::oracle::conformance::generate_corpus;
+use ptecheck::oracle::replay::run_expect;
+use ptecheck::runtime::Session;
+
+#[test]
+fn every_generated_case_replays_against_our_runtime() {
+    let out = std::env::temp_dir().join(format!("ptecheck-gen-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let opts = CampaignOptions { cases: 40, seed: 7, ..CampaignOptions::default() };
+    let s = generate_corpus(&opts, &out, &mut |_| {}).expect("writes");
+    assert_eq!(s.cases, 40);
+    assert!(s.methods >= 40 && s.exact_outputs > 0);
+    let rt = ptecheck::backends::default_runtime();
+    let mut runs = 0;
+    for case in std::fs::read_dir(&out).expect("dir").flatten() {
+        let dir = case.path();
+        let io: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("io.json")).expect("io")).expect("json");
+        assert!(ptecheck::ir::saved::load(&std::fs::read_to_string(dir.join("program.json")).expect("p")).is_ok());
+        for pte in ["shared.pte", "unshared.pte"] {
+            let bytes = std::fs::read(dir.join(pte)).expect("pte");
+            let loaded = ptecheck::format::load(&bytes).expect("loads");
+            let outcomes = run_expect(&Session::new(&loaded, &rt), &io).expect("well-formed io.json");
+            assert!(!outcomes.is_empty());
+            for o in outcomes {
+                assert!(o.ok && o.verdict.is_some(), "{} {pte}: {o:?}", dir.display());
+                runs += 1;
+            }
+        }
+    }
+    assert!(runs >= 80);
+    // The command line does the same.
+    let bin = env!("CARGO_BIN_EXE_ptecheck");
+    let first = std::fs::read_dir(&out).expect("dir").flatten().next().expect("a case").path();
+    let status = std::process::Command::new(bin)
+        .args([
+            "run",
+            &first.join("shared.pte").display().to_string(),
+            "--expect",
+            &first.join("io.json").display().to_string(),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(status.status.code(), Some(0), "{}", String::from_utf8_lossy(&status.stdout));
+}
+
+#[test]
+fn a_recorded_tolerance_is_enforced() {
+    // A bounded output outside its bound is a mismatch; inside it, "within bound".
+    use ptecheck::ir::bound::Bound;
+    use ptecheck::oracle::values::{Verdict, compare};
+    use ptecheck::runtime::{HostTensor, HostValue};
+    let t = |v: &[f32]| HostValue::Tensor(HostTensor::f32(vec![v.len()], v));
+    let b = Bound::Abs(vec![0.5, 0.0]);
+    assert_eq!(compare(&t(&[1.0, 2.0]), &b, &t(&[1.0, 2.0])), Verdict::Exact);
+    assert_eq!(compare(&t(&[1.0, 2.0]), &b, &t(&[1.4, 2.0])), Verdict::WithinBound);
+    assert_eq!(compare(&t(&[1.0, 2.0]), &b, &t(&[1.6, 2.0])), Verdict::Mismatch);
+    assert_eq!(
+        compare(&t(&[1.0, 2.0]), &b, &t(&[1.0, 2.0000002])),
+        Verdict::Mismatch,
+        "an exact element must be exact"
+    );
+    assert_eq!(
+        compare(&t(&[1.0, 2.0]), &b, &t(&[f32::NAN, 2.0])),
+        Verdict::Mismatch,
+        "NaN is not within a finite bound"
+    );
+    assert_eq!(compare(&t(&[1.0]), &Bound::Any, &t(&[9.0])), Verdict::WithinBound);
+}

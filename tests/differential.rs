@@ -1,0 +1,170 @@
+//! The real-runtime machinery, tested against `ptecheck runner` (our reference runtime behind
+//! the runner protocol), so no Python is needed: the differential campaign agrees with a
+//! correct runner, finds, shrinks and writes a planted numeric fault, the negative campaign
+//! finds exactly a planted skipped check, and runners that crash, hang, reply garbage or never
+//! say hello become typed outcomes while the campaign goes on.
+
+use ptecheck::oracle::campaign::CampaignOptions;
+use ptecheck::oracle::differential::{DiffOptions, DiffReport, run};
+use ptecheck::runner::{Outcome, Reply, Request, Runner, RunnerConfig, StartError};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn runner(extra: &str) -> RunnerConfig {
+    let mut c = RunnerConfig::new(format!("{} runner {extra}", env!("CARGO_BIN_EXE_ptecheck")));
+    c.request_timeout = Duration::from_secs(10);
+    c
+}
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ptecheck-diff-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp");
+    d
+}
+
+fn campaign(extra: &str, cases: u64, negative: bool, tag: &str) -> (DiffReport, PathBuf) {
+    let dir = tmp(tag);
+    let opts = DiffOptions {
+        campaign: CampaignOptions { cases, ..CampaignOptions::default() },
+        runner: runner(extra),
+        workdir: dir.join("work"),
+        out: dir.join("out"),
+        negative,
+        shrink_budget: 60,
+        max_reproducers: 2,
+    };
+    (run(&opts, &mut |_, _| {}).expect("runner starts"), dir.join("out"))
+}
+
+#[test]
+fn a_correct_runner_agrees_on_every_method_of_every_case() {
+    let (r, _) = campaign("", 60, false, "agree");
+    assert_eq!(r.cases, 60);
+    assert!(r.methods_run >= 120, "{r:?}");
+    assert_eq!((r.exact, r.within_bound, r.mismatch), (r.methods_run, 0, 0), "{r:?}");
+    assert!(r.refused.is_empty() && r.crashes + r.hangs + r.garbage == 0, "{r:?}");
+}
+
+#[test]
+fn a_planted_numeric_fault_is_found_shrunk_and_written() {
+    let (r, out) = campaign("--fault sub_swaps_operands", 60, false, "numeric");
+    assert!(r.mismatch > 0, "{r:?}");
+    let first = r.mismatches[0].reproducer.clone().expect("a reproducer folder");
+    assert!(first.starts_with(&out));
+    for f in ["program.json", "shared.pte", "unshared.pte", "io.json", "reply.json", "replay.txt"] {
+        assert!(first.join(f).is_file(), "{f} missing in {}", first.display());
+    }
+    let replay = std::fs::read_to_string(first.join("replay.txt")).expect("replay");
+    assert!(
+        replay.starts_with("ptecheck campaign --runner ")
+            && replay.contains(&format!("--case {}", r.mismatches[0].case))
+    );
+    // The shrunk program still uses `sub` and is no bigger than the case it came from.
+    let p =
+        ptecheck::ir::saved::load(&std::fs::read_to_string(first.join("program.json")).expect("json")).expect("loads");
+    let text = ptecheck::ir::pretty::program(&p);
+    assert!(text.contains("Sub"), "{text}");
+    // Replayed against our (correct) runtime, the recorded io.json holds.
+    let pte = std::fs::read(first.join("shared.pte")).expect("pte");
+    let loaded = ptecheck::format::load(&pte).expect("loads");
+    let io: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(first.join("io.json")).expect("io")).expect("json");
+    let rt = ptecheck::backends::default_runtime();
+    let outcomes =
+        ptecheck::oracle::replay::run_expect(&ptecheck::runtime::Session::new(&loaded, &rt), &io).expect("io");
+    assert!(outcomes.iter().all(|o| o.ok), "{outcomes:?}");
+}
+
+#[test]
+fn a_planted_skipped_check_is_found_as_exactly_its_class() {
+    let (r, _) = campaign("--fault delegate_index_at_execute_only", 40, true, "negative");
+    let found: Vec<(String, String)> = r.findings.iter().map(|f| (f.class.clone(), f.outcome.clone())).collect();
+    assert_eq!(found, vec![("delegate_index".to_string(), "rejects_at_execute".to_string())], "{r:?}");
+    assert!(r.findings[0].reproducer.as_ref().is_some_and(|d| d.join("corrupted.pte").is_file()));
+    assert_eq!(r.mismatch, 0);
+    // Against a correct runner the same campaign finds nothing.
+    let (clean, _) = campaign("", 40, true, "negative-clean");
+    assert!(clean.findings.is_empty() && clean.corruptions_sent > 0, "{clean:?}");
+}
+
+fn request(runner: &mut Runner, pte: &str) -> Request {
+    let path = PathBuf::from(format!("{}/corpus/real/{pte}.pte", env!("CARGO_MANIFEST_DIR")));
+    let x = ptecheck::runtime::HostValue::Tensor(ptecheck::runtime::HostTensor::f32(vec![2, 3], &[1.0; 6]));
+    Request { id: runner.next_id(), pte: path, method: "forward".into(), inputs: vec![x.clone(), x], ptd: None }
+}
+
+fn classes(chaos: &str, n: usize, timeout: Duration) -> (Vec<&'static str>, u64) {
+    let mut cfg = runner(&format!("--chaos {chaos}"));
+    cfg.request_timeout = timeout;
+    let mut r = Runner::start(cfg).expect("starts");
+    let reqs: Vec<Request> = (0..n).map(|_| request(&mut r, "cpu_add_mul")).collect();
+    let out = r.run(&reqs);
+    (out.iter().map(Outcome::class).collect(), r.stats().starts)
+}
+
+#[test]
+fn a_crash_is_recorded_against_its_request_and_the_runner_restarts() {
+    let (c, starts) = classes("crash-on:2", 3, Duration::from_secs(10));
+    // Request 2 kills the process (SIGABRT); request 3 goes to a new one, where it is the
+    // first request.
+    assert_eq!(c, vec!["ok", "signalled", "ok"]);
+    assert_eq!(starts, 2);
+}
+
+#[test]
+fn a_hang_is_cut_at_the_deadline_and_the_runner_restarts() {
+    let (c, starts) = classes("hang-on:2", 3, Duration::from_millis(500));
+    assert_eq!(c, vec!["ok", "hung", "ok"]);
+    assert_eq!(starts, 2);
+}
+
+#[test]
+fn garbage_is_recorded_and_the_runner_restarts() {
+    let (c, starts) = classes("garbage-on:2", 3, Duration::from_secs(10));
+    assert_eq!(c, vec!["ok", "garbage", "ok"]);
+    assert_eq!(starts, 2);
+}
+
+#[test]
+fn a_runner_that_exits_before_its_hello_is_a_typed_start_error() {
+    let mut cfg = runner("--chaos exit-before-hello");
+    cfg.start_timeout = Duration::from_secs(10);
+    match Runner::start(cfg) {
+        Err(StartError::NoHello { why, stderr, .. }) => {
+            assert!(why.contains("exited with status Some(3)"), "{why}");
+            assert!(stderr.iter().any(|l| l.contains("exiting before the hello")), "{stderr:?}");
+        }
+        other => panic!("expected NoHello, got {:?}", other.err()),
+    }
+    // A command that cannot run at all is reported the same way.
+    assert!(matches!(Runner::start(RunnerConfig::new("/nonexistent/runner")), Err(StartError::NoHello { .. })));
+}
+
+#[test]
+fn typed_errors_name_their_stage() {
+    let mut r = Runner::start(runner("")).expect("starts");
+    let mut bad_method = request(&mut r, "cpu_add_mul");
+    bad_method.method = "nope".into();
+    let mut bad_file = request(&mut r, "cpu_add_mul");
+    bad_file.pte = PathBuf::from("/nonexistent.pte");
+    let mut bad_inputs = request(&mut r, "cpu_add_mul");
+    bad_inputs.inputs.pop();
+    let out = r.run(&[bad_method, bad_file, bad_inputs]);
+    let stages: Vec<String> = out
+        .iter()
+        .map(|o| match o {
+            Outcome::Reply(Reply::Error { stage, .. }) => format!("{stage:?}"),
+            other => other.class().to_string(),
+        })
+        .collect();
+    assert_eq!(stages, ["LoadMethod", "LoadProgram", "SetInputs"]);
+}
+
+#[test]
+fn a_campaign_against_a_crashing_runner_finishes_and_counts_the_crashes() {
+    let (r, _) = campaign("--chaos crash-on:5", 12, false, "crashing");
+    assert_eq!(r.cases, 12, "every case was run");
+    assert!(r.crashes >= 1 && r.runner_starts >= 2, "{r:?}");
+    assert_eq!(r.mismatch, 0);
+}
