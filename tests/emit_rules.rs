@@ -1071,3 +1071,82 @@ fn the_wrong_delegate_in_loop_fault_affects_calls_inside_loop_bodies_only() {
     let bad = with_fault(&p, ptecheck::fault::Fault::WrongDelegateInLoop);
     assert_eq!(calls(&bad), vec![0, 0, 1], "only the call inside the loop takes module 0's delegate");
 }
+
+#[test]
+fn e13_a_view_is_et_view_into_an_unplanned_tensor_freed_after_its_last_use() {
+    // v = view(x, [6]); y = relu(v); return y, view(x, [3, 2])
+    let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, 3])]);
+    let v = g.op(Op::View { shape: vec![6] }, &[g.input(0)]);
+    let y = g.op(Op::Relu, &[v]);
+    let w = g.op(Op::View { shape: vec![3, 2] }, &[g.input(0)]);
+    let p = program(vec![("forward", g.finish(&[y, w]))], vec![]);
+    let e = emitted(&p, true);
+    let f = plan(&e, "forward");
+    let names = kernel_names(f);
+    assert_eq!(names.iter().filter(|n| n.contains("et_view")).count(), 2, "{names:?}");
+    let frees: Vec<i32> = instrs(f)
+        .iter()
+        .filter_map(|i| match i {
+            Instruction::FreeCall(x) => Some(x.value_index),
+            _ => None,
+        })
+        .collect();
+    // Only the first view is freed (the second is an output), right after relu reads it.
+    let view_out = |k: usize| {
+        let Instruction::KernelCall(c) = &instrs(f)[k] else { panic!("kernel") };
+        *c.args.as_ref().expect("args").last().expect("out")
+    };
+    assert_eq!(frees, vec![view_out(0)]);
+    assert!(matches!(instrs(f)[2], Instruction::FreeCall(_)), "freed after its last use (instruction 1)");
+    assert!(matches!(&f.value_list()[view_out(0) as usize], EValue::Tensor(t) if t.allocation_info.is_none()));
+    let (got, want, _) = run(&p, opts(true), "forward").expect("runs");
+    assert_eq!(got, want);
+}
+
+#[test]
+fn s3_empty_blobs_stay_inline_one_entry_per_delegate() {
+    let mut empty = demo();
+    empty.processed = vec![];
+    let p = chain_of(&[0, 1, 0], vec![empty.clone(), empty]);
+    let e = emitted(&p, false);
+    let f = plan(&e, "forward");
+    let refs: Vec<(DataLocation, u32)> =
+        f.delegate_list().iter().map(|d| d.processed.map(|r| (r.location, r.index)).expect("ref")).collect();
+    assert_eq!(refs, vec![(DataLocation::INLINE, 0), (DataLocation::INLINE, 1), (DataLocation::INLINE, 2)]);
+    assert_eq!(e.inline_delegate_data().len(), 3);
+}
+
+#[test]
+fn the_wrong_delegate_in_loop_fault_ends_with_each_loop() {
+    // call m0; scan { call m1 }; call m1; while { call m1 }; call m1 — under the fault only the
+    // calls inside the loop bodies take m0's delegate.
+    let argkeep = lower(Flavor::ArgKeep, step_graph(), vec![], None).expect("lowers");
+    let mut sb = GraphBuilder::new(vec![], vec![x(), x()]);
+    let c = sb.call(1, &[sb.input(0)], 1)[0];
+    let scan_body = sb.finish(&[c, c]);
+    let mut cond = GraphBuilder::new(vec![], vec![ValueType::Int, x()]);
+    let n = cond.op(Op::SymSize { dim: 0 }, &[cond.input(1)]);
+    let lt = cond.op(Op::ScalarLt, &[cond.input(0), n]);
+    let cond = cond.finish(&[lt]);
+    let mut wb = GraphBuilder::new(vec![f32_const(vec![1], vec![0.0])], vec![ValueType::Int, x()]);
+    let one = wb.op(Op::SymSize { dim: 0 }, &[wb.constant(0)]);
+    let i1 = wb.op(Op::ScalarAdd, &[wb.input(0), one]);
+    let v = wb.call(1, &[wb.input(1)], 1)[0];
+    let while_body = wb.finish(&[i1, v]);
+    let mut g = GraphBuilder::new(vec![], vec![x(), f32_tensor(vec![3, 2, 4]), ValueType::Int]);
+    // (The scan's slices are [2, 4], the module's input type.)
+    let a = g.call(0, &[g.input(0)], 1)[0];
+    let s = g.node(Node::Scan { body: scan_body, init: vec![a], xs: vec![g.input(1)] }, 2)[0];
+    let b = g.call(1, &[s], 1)[0];
+    let w = g.node(Node::While { cond, body: while_body, carried: vec![g.input(2), b], max_iterations: 8 }, 2)[1];
+    let z = g.call(1, &[w], 1)[0];
+    let p = program(vec![("forward", g.finish(&[z]))], vec![argkeep, demo()]);
+    let o = EmitOptions {
+        allow_while: true,
+        fault: Some(ptecheck::fault::Fault::WrongDelegateInLoop),
+        ..EmitOptions::default()
+    };
+    let bad = emit(&p, &o).expect("emits").program;
+    let calls: Vec<i32> = delegate_calls(plan(&bad, "forward")).iter().map(|(d, _)| *d).collect();
+    assert_eq!(calls, vec![0, 0, 1, 0, 1], "loop bodies take delegate 0; the calls after each loop keep module 1's");
+}
