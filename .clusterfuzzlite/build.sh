@@ -9,14 +9,37 @@ OUT="${OUT:-$here/fuzz/out}"
 SANITIZER="${SANITIZER:-none}"
 mkdir -p "$OUT"
 cd "$here"
+targets=(load_pte structured saved_json mutate_real load_xnnpack)
+# Every target in fuzz/fuzz_targets/ must be listed above, so none is silently left unfuzzed.
+for f in fuzz/fuzz_targets/*.rs; do
+  name="$(basename "$f" .rs)"
+  case " ${targets[*]} " in
+    *" $name "*) ;;
+    *) echo "error: fuzz target $name is not in the target list of $0" >&2; exit 1 ;;
+  esac
+done
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-if [ "$SANITIZER" = "none" ]; then
-  cargo fuzz build -O --sanitizer none
-else
-  RUSTC_BOOTSTRAP="${RUSTC_BOOTSTRAP:-1}" cargo fuzz build -O --sanitizer "$SANITIZER"
-fi
-bin_dir="$(ls -d fuzz/target/*/release | head -n 1)"
-for target in load_pte structured saved_json mutate_real; do
+case "$SANITIZER" in
+  none)
+    cargo fuzz build -O --sanitizer none ;;
+  coverage)
+    # ClusterFuzzLite's coverage build (`sanitizer: coverage`): the base image's cargo wrapper
+    # (/usr/local/bin/cargo) turns `cargo fuzz build` into a `cargo build --bins` of fuzz/ with
+    # the -Cinstrument-coverage RUSTFLAGS set by `compile`, and copies the binaries into
+    # fuzz/target/x86_64-unknown-linux-gnu/release. cargo-fuzz itself has no `coverage`
+    # sanitizer, so outside that image use `cargo fuzz coverage TARGET` instead.
+    if [ ! -x /usr/local/bin/cargo ] || [[ "${RUSTFLAGS:-}" != *instrument-coverage* ]]; then
+      echo "error: SANITIZER=coverage needs the OSS-Fuzz base-builder-rust image; by hand use 'cargo fuzz coverage TARGET'" >&2
+      exit 1
+    fi
+    cargo fuzz build -O ;;
+  *)
+    RUSTC_BOOTSTRAP="${RUSTC_BOOTSTRAP:-1}" cargo fuzz build -O --sanitizer "$SANITIZER" ;;
+esac
+# cargo fuzz builds for an explicit --target, so the binaries are in fuzz/target/<triple>/release.
+bin_dirs=(fuzz/target/*/release)
+bin_dir="${bin_dirs[0]}"
+for target in "${targets[@]}"; do
   cp "$bin_dir/$target" "$OUT/$target"
   cp fuzz/pte.dict "$OUT/$target.dict"
   # Seed corpus: every committed input of the target (seeds, edge cases, regressions, crashes).
@@ -31,4 +54,4 @@ with zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as z:
                 z.write(p, os.path.relpath(p, src).replace(os.sep, "_"))
 PY
 done
-echo "fuzz targets in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+echo "fuzz targets in $OUT: ${targets[*]}"

@@ -259,8 +259,23 @@ fn run_expect_reports_match_and_unavailable_backends() {
         ])
         .output()
         .expect("runs");
-    assert_eq!(xnn.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&xnn.stdout).contains("backend not available"));
+    assert_eq!(xnn.status.code(), Some(0), "{}", String::from_utf8_lossy(&xnn.stdout));
+    assert!(String::from_utf8_lossy(&xnn.stdout).contains("largest ulp gap: 0"));
+    // A delegate of a backend nobody registered: exit 3, named.
+    let data = std::fs::read(corpus("xnn_single_partition")).expect("read");
+    let loaded = ptecheck::format::load(&data).expect("loads");
+    let mut program = loaded.program.clone();
+    program.execution_plan.as_mut().expect("plans")[0].delegates.as_mut().expect("delegates")[0].id =
+        Some("NoSuchBackend".into());
+    let bytes = ptecheck::format::write(&program, &loaded.segments, &Default::default()).expect("writes");
+    let dir = std::env::temp_dir().join(format!("ptecheck-cli-unknown-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join("unknown_backend.pte");
+    std::fs::write(&path, bytes).expect("write");
+    let io = corpus("xnn_single_partition").replace(".pte", ".io.json");
+    let unknown = bin().args(["run", path.to_str().expect("utf8"), "--expect", &io]).output().expect("runs");
+    assert_eq!(unknown.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&unknown.stdout).contains("backend not available"));
 }
 
 #[test]

@@ -60,6 +60,14 @@ fn replay(target: &str, data: &[u8]) -> Outcome {
             Some(file) => guarded(&file),
             None => Outcome::NotAProgram,
         },
+        "load_xnnpack" => {
+            // The shared named data is built once, outside the guard (as in the fuzz target).
+            fuzz::load_xnnpack(&[]);
+            let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * data.len() + (1 << 20));
+            let outcome = fuzz::load_xnnpack(data);
+            let _ = ALLOC.set_limit(usize::MAX);
+            outcome
+        }
         other => panic!("unknown target {other}"),
     }
 }
@@ -67,7 +75,7 @@ fn replay(target: &str, data: &[u8]) -> Outcome {
 #[test]
 fn every_committed_fuzz_input_replays_to_its_recorded_outcome_under_the_allocation_guard() {
     let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();
-    for target in ["load_pte", "structured", "saved_json", "mutate_real"] {
+    for target in ["load_pte", "structured", "saved_json", "mutate_real", "load_xnnpack"] {
         let dir = corpus().join(target);
         let inputs: Vec<PathBuf> = files(&dir).into_iter().filter(|p| !p.ends_with("outcomes.txt")).collect();
         assert!(!inputs.is_empty(), "corpus/{target} has no inputs");

@@ -1,6 +1,7 @@
 //! Real programs run on the reference runtime and match what ExecuTorch (or eager PyTorch, for
 //! the demo-backend files the pip runtime cannot run) recorded, via the same code as
-//! `ptecheck run --expect`.
+//! `ptecheck run --expect`. The XNNPACK files run on the reference XNNPACK interpreter and
+//! match real XNNPACK's recorded outputs bit for bit.
 
 use ptecheck::backends::default_runtime;
 use ptecheck::format;
@@ -23,7 +24,7 @@ fn expect(name: &str) -> (Vec<ptecheck::oracle::replay::RunOutcome>, Trace) {
 
 /// Every corpus program the reference runtime runs, with the largest ulp gap to its recording
 /// that we claim (and the tolerance the comparison allows).
-const RUNNABLE: [(&str, u64, u64); 10] = [
+const RUNNABLE: [(&str, u64, u64); 17] = [
     ("cpu_add_mul", 0, 0),
     ("cpu_linear_relu", 0, 4),
     ("multi_method_cpu_shared_weights", 0, 4),
@@ -34,6 +35,13 @@ const RUNNABLE: [(&str, u64, u64); 10] = [
     ("legacy_et021_inline_constants", 0, 4),
     ("demo_backend_whole_module", 0, 4),
     ("demo_repeated_call_3x", 0, 4),
+    ("xnn_single_partition", 0, 4),
+    ("xnn_two_partitions_graph_break", 0, 4),
+    ("xnn_repeated_call_3x", 0, 4),
+    ("xnn_lowered_in_map_loop", 0, 4),
+    ("xnn_identical_blobs_dedup", 0, 4),
+    ("xnn_delegate_inline", 0, 4),
+    ("xnn_dynamic_batch", 0, 4),
 ];
 
 #[test]
@@ -63,21 +71,56 @@ fn demo_repeated_call_initialises_three_handles_and_executes_each_once() {
 }
 
 #[test]
-fn xnnpack_programs_load_pass_check_and_report_backend_not_available() {
-    for name in [
-        "xnn_single_partition",
-        "xnn_two_partitions_graph_break",
-        "xnn_repeated_call_3x",
-        "xnn_lowered_in_map_loop",
-        "xnn_identical_blobs_dedup",
-        "xnn_delegate_inline",
-        "xnn_dynamic_batch",
+fn xnnpack_handles_per_file_one_init_per_delegate_one_execute_per_call() {
+    // (file, inits, executes per run summed over the recorded runs)
+    for (name, inits) in [
+        ("xnn_single_partition", 1),
+        ("xnn_two_partitions_graph_break", 2),
+        ("xnn_repeated_call_3x", 3),
+        ("xnn_lowered_in_map_loop", 1),
+        ("xnn_identical_blobs_dedup", 2),
     ] {
         let data = read(name, "pte");
         let loaded = format::load(&data).expect("loads");
         assert_eq!(check_all_methods(&loaded), vec![], "{name}");
         let (outcomes, trace) = expect(name);
-        assert!(outcomes.iter().all(|o| !o.ok && o.backend_unavailable), "{name}: {outcomes:?}");
-        assert_eq!(trace.summary().inits, 0, "{name}");
+        assert!(outcomes.iter().all(|o| o.ok), "{name}: {outcomes:?}");
+        let s = trace.summary();
+        assert_eq!(s.inits, inits, "{name}: one init per BackendDelegate");
+        assert_eq!((s.destroys, s.live_handles), (inits, 0), "{name}");
     }
+    // The map body's delegate runs once per iteration (3 rows), per recorded run.
+    let (outcomes, trace) = expect("xnn_lowered_in_map_loop");
+    assert_eq!(trace.summary().executes, 3 * outcomes.len());
+}
+
+/// `xnn_repeated_call_3x` rewritten so its three call sites share delegate 0 (the other two
+/// entries dropped): one handle, initialised once, executed three times per run, and the
+/// recorded outputs still come out.
+#[test]
+fn xnnpack_one_handle_shared_by_three_call_sites() {
+    let data = read("xnn_repeated_call_3x", "pte");
+    let loaded = format::load(&data).expect("loads");
+    let mut program = loaded.program.clone();
+    let plan = &mut program.execution_plan.as_mut().expect("plans")[0];
+    plan.delegates.as_mut().expect("delegates").truncate(1);
+    for chain in plan.chains.iter_mut().flatten() {
+        for ins in chain.instructions.iter_mut().flatten() {
+            if let ptecheck::program::Instruction::DelegateCall(d) = ins {
+                d.delegate_index = 0;
+            }
+        }
+    }
+    let bytes = format::write(&program, &loaded.segments, &format::WriteOptions::default()).expect("writes");
+    let shared = format::load(&bytes).expect("rewritten file loads");
+    assert_eq!(check_all_methods(&shared), vec![]);
+    let io: serde_json::Value = serde_json::from_slice(&read("xnn_repeated_call_3x", "io.json")).expect("io");
+    let rt = default_runtime();
+    let session = Session::new(&shared, &rt);
+    let outcomes = run_expect(&session, &io).expect("runs");
+    assert!(outcomes.iter().all(|o| o.ok && o.max_ulps == Some(0)), "{outcomes:?}");
+    let s = session.trace().summary();
+    assert_eq!((s.inits, s.destroys), (1, 1), "one handle for three call sites");
+    assert_eq!(s.executes, 3 * outcomes.len());
+    assert_eq!(s.executes_per_site.len(), 3, "three call sites: {:?}", s.executes_per_site);
 }

@@ -1,13 +1,15 @@
 //! Test backends, both sides: preprocess (IR sub-graph -> lowered module with processed bytes
 //! and flags) and runtime (`runtime::Backend`). `demo`, `argkeep` and `scratch` carry their
 //! sub-graph; `BackendWithCompilerDemo` reads ExecuTorch's own demo blobs; `failing` injects
-//! init failures. Backends may not touch the loader or the emitter.
+//! init failures; `XnnpackBackend` lowers float32 sub-graphs to XNNPACK blobs and interprets
+//! them (and ExecuTorch's own). Backends may not touch the loader or the emitter.
 
 pub mod compiler_demo;
 pub mod failing;
 pub mod graph;
 pub mod ledger;
 pub mod multifn;
+pub mod xnnpack;
 
 use crate::fault::Fault;
 use crate::ir::infer::IrError;
@@ -28,6 +30,7 @@ pub fn default_backends_with(multifn: Arc<multifn::MultifnBackend>) -> Vec<Arc<d
         Arc::new(graph::GraphBackend(graph::Flavor::Demo)),
         Arc::new(graph::GraphBackend(graph::Flavor::ArgKeep)),
         Arc::new(graph::GraphBackend(graph::Flavor::Scratch)),
+        Arc::new(xnnpack::XnnpackBackend),
     ]
 }
 
@@ -45,6 +48,7 @@ pub fn lower(
 ) -> Result<LoweredModule, IrError> {
     match graph::Flavor::from_id(backend) {
         Some(f) => graph::lower(f, g, compile_specs, fault),
+        None if backend == xnnpack::ID => xnnpack::lower(g, compile_specs, fault),
         None => Err(IrError { path: "backend".into(), detail: format!("no preprocess for backend `{backend}`") }),
     }
 }

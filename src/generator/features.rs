@@ -47,6 +47,8 @@ pub enum Switch {
     Multifunction,
     /// Delegate blobs kept inline in the program instead of in segments.
     InlineBlobs,
+    /// Modules of float32 ops lowered to XNNPACK blobs (`XnnpackBackend`).
+    Xnnpack,
 }
 
 impl Switch {
@@ -184,6 +186,10 @@ pub enum Feature {
     MultifunctionSeparate,
     /// Delegate blobs inline in the program.
     InlineBlobs,
+    /// A call of an XNNPACK module.
+    XnnpackCall,
+    /// An XNNPACK module called at least twice in a method.
+    XnnpackCalledTwice,
 }
 
 impl Feature {
@@ -212,6 +218,7 @@ impl Feature {
             ViewFreed => Switch::SideOps,
             MultifunctionShared | MultifunctionSeparate => Switch::Multifunction,
             InlineBlobs => Switch::InlineBlobs,
+            XnnpackCall | XnnpackCalledTwice => Switch::Xnnpack,
         }
     }
 }

@@ -21,6 +21,7 @@ use super::inputs::draw_inputs;
 use super::observe::observe;
 use crate::backends::graph::{Flavor, lower};
 use crate::backends::multifn::{self, MULTIFUNCTION_SPEC, MethodPartitions};
+use crate::backends::xnnpack;
 use crate::fault::Fault;
 use crate::ir::build::GraphBuilder;
 use crate::ir::eval::Val;
@@ -645,23 +646,36 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
     }
 
     fn module(&mut self) -> Option<(LoweredModule, ModuleInfo)> {
-        let mut flavors = vec![Flavor::Demo];
+        let mut flavors = vec![Some(Flavor::Demo)];
         if self.on(Switch::Argkeep) {
-            flavors.push(Flavor::ArgKeep);
+            flavors.push(Some(Flavor::ArgKeep));
         }
         if self.on(Switch::Scratch) {
-            flavors.push(Flavor::Scratch);
+            flavors.push(Some(Flavor::Scratch));
         }
-        flavors.retain(|f| self.cfg.allows_backend(f.id()));
+        flavors.retain(|f| f.is_some_and(|f| self.cfg.allows_backend(f.id())));
+        // `None` = an XNNPACK module.
+        if self.on(Switch::Xnnpack) && self.cfg.allows_backend(xnnpack::ID) {
+            flavors.push(None);
+        }
         let &flavor = flavors.get(self.pick(flavors.len()))?;
         let input = if self.on(Switch::DynamicShapes) && self.chance(30) { Pool::D } else { Pool::S };
         let n_in = 1 + self.pick(2);
         let multi = self.chance(30);
-        // A lowered module holds CPU ops only.
+        // A lowered module holds CPU ops only; an XNNPACK one only the ops it lowers.
         let g = {
             let mut cfg = self.cfg.clone();
             cfg.max_nodes = cfg.max_nodes.min(3);
             cfg.features.set(Switch::SideOps, self.on(Switch::SideOps) && multi);
+            if flavor.is_none() {
+                let lowerable: std::collections::BTreeSet<String> =
+                    xnnpack::lower::LOWERABLE_OPS.iter().map(|k| k.name().to_string()).collect();
+                cfg.only_ops = Some(match cfg.only_ops.take() {
+                    Some(allowed) => allowed.intersection(&lowerable).cloned().collect(),
+                    None => lowerable,
+                });
+                cfg.features.set(Switch::IntTensors, false);
+            }
             let mut sub = self.sub(&cfg);
             let ins = vec![sub.ty(input); n_in];
             let g = sub.graph(ins, 0, Place::Module, 1, &mut None);
@@ -672,9 +686,13 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         let extra_outputs = g.outputs.len() - 1;
         let n_specs = self.pick(3);
         let specs: Vec<(String, Vec<u8>)> = (0..n_specs).map(|i| (format!("k{i}"), vec![self.pick(4) as u8])).collect();
-        // The graph type-checks by construction, so preprocess cannot fail; fall back to an
-        // identity-like module if it ever did.
-        let m = lower(flavor, g, specs, self.fault).unwrap_or_else(|_| {
+        // The graph type-checks by construction, so preprocess cannot fail; fall back to the
+        // demo backend (or an identity-like module) if it ever did.
+        let lowered = match flavor {
+            Some(f) => lower(f, g.clone(), specs.clone(), self.fault),
+            None => xnnpack::lower(g.clone(), specs.clone(), self.fault),
+        };
+        let m = lowered.or_else(|_| lower(Flavor::Demo, g, specs, self.fault)).unwrap_or_else(|_| {
             let mut b = GraphBuilder::new(vec![], vec![self.ty(Pool::S)]);
             let r = b.op(Op::Relu, &[b.input(0)]);
             lower(Flavor::Demo, b.finish(&[r]), vec![], None).unwrap_or_else(|e| unreachable!("relu module: {e}"))
@@ -865,6 +883,12 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
             match ctx.modules[*m].backend.as_str() {
                 "scratch" => scratch_counts.push(*count),
                 "argkeep" => argkeep_counts.push(*count),
+                xnnpack::ID => {
+                    ctx.features.insert(Feature::XnnpackCall);
+                    if *count >= 2 {
+                        ctx.features.insert(Feature::XnnpackCalledTwice);
+                    }
+                }
                 _ => {}
             }
             if ctx.info[*m].partition {

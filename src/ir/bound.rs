@@ -9,8 +9,10 @@
 //! Sources of inexactness: a dot product of n terms (mm, addmm, linear) may be summed in any
 //! order (an optimised BLAS kernel), so two implementations differ by at most
 //! `2·γ(n)·Σ|aᵢbᵢ|` with `γ(n) = n·ε / (1 − n·ε)`, `ε = 2⁻²⁴`; a division by a one-element
-//! tensor may be a multiplication by the reciprocal (2 ulp). Everything else is exact, and
-//! bounds propagate through each op by its Lipschitz constant plus one rounding.
+//! tensor may be a multiplication by the reciprocal (2 ulp). Inside a backend that evaluates
+//! transcendentals with polynomial approximations (XNNPACK), sin and cos are within a few
+//! ulp of 1 plus a range-reduction error growing with |x| ([`approximate`]). Everything else
+//! is exact, and bounds propagate through each op by its Lipschitz constant plus one rounding.
 
 use super::Op;
 use super::eval::{Data, Tensor, Val, bmap, eval_op};
@@ -82,7 +84,14 @@ impl Bound {
         !self.is_exact()
     }
 
-    fn from_abs(v: Vec<f64>) -> Bound {
+    /// From per-element bounds; a NaN bound (`inf · 0` in a propagation formula) means
+    /// nothing is known: infinite.
+    fn from_abs(mut v: Vec<f64>) -> Bound {
+        for e in &mut v {
+            if e.is_nan() {
+                *e = f64::INFINITY;
+            }
+        }
         if v.iter().all(|e| *e == 0.0) { Bound::Exact } else { Bound::Abs(v) }
     }
 
@@ -233,23 +242,33 @@ fn matmul(x: (&Val, &Bound), w: (&Val, &Bound), bias: Option<(&Val, &Bound)>, w_
     let mut out_e = Vec::with_capacity(n * m);
     for i in 0..n {
         for j in 0..m {
-            let (mut s, mut prop, mut finite) = (0f64, 0f64, true);
+            let (mut s, mut s_finite, mut prop, mut finite) = (0f64, 0f64, 0f64, true);
             for p in 0..k {
                 let wi = if w_transposed { j * k + p } else { p * m + j };
                 let (a, b) = (f64::from(xv[i * k + p]), f64::from(wv[wi]));
                 finite &= (a * b).is_finite();
                 s += (a * b).abs();
+                if (a * b).is_finite() {
+                    s_finite += (a * b).abs();
+                }
                 prop += a.abs() * ew[wi] + b.abs() * ex[i * k + p] + ex[i * k + p] * ew[wi];
             }
             if let Some(map) = &bmap_ {
                 let bi = map[i * m + j];
-                s += bv.get(bi).copied().unwrap_or(0.0).abs();
+                let bias = bv.get(bi).copied().unwrap_or(0.0).abs();
+                s += bias;
+                if bias.is_finite() {
+                    s_finite += bias;
+                }
                 prop += eb.get(bi).copied().unwrap_or(0.0);
             }
             let ri = f64::from(r[i * m + j]);
-            let e = if !finite {
-                // Infinite or NaN terms give the same result in every order (when exact).
-                if prop > 0.0 { f64::INFINITY } else { 0.0 }
+            let e = if prop.is_nan() {
+                f64::INFINITY
+            } else if !finite {
+                // Infinite or NaN terms give the same result in every order (when the operands
+                // are exact), unless the finite terms may overflow in some order.
+                if prop > 0.0 || s_finite > f64::from(f32::MAX) / 2.0 { f64::INFINITY } else { 0.0 }
             } else if s > f64::from(f32::MAX) / 2.0 {
                 // An overflow to inf may or may not happen depending on the order.
                 f64::INFINITY
@@ -262,6 +281,30 @@ fn matmul(x: (&Val, &Bound), w: (&Val, &Bound), bias: Option<(&Val, &Bound)>, w_
         }
     }
     Bound::from_abs(out_e)
+}
+
+/// Backends whose kernels approximate transcendental functions (their sin/cos are not
+/// correctly rounded).
+pub const APPROXIMATING_BACKENDS: [&str; 1] = [pte::xnnpack::BACKEND_ID];
+
+/// Whether ops inside a module of `backend` get [`approximate`]'s bounds.
+pub fn approximates(backend: &str) -> bool {
+    APPROXIMATING_BACKENDS.contains(&backend)
+}
+
+/// Absolute error allowed for an approximated sin or cos of `x`: 8 ulp of 1.0, plus the
+/// range reduction's error of about |x|·2⁻²²; 2 (any value in [-1, 1]) beyond that.
+fn approx_sin_cos(x: f64) -> f64 {
+    (8.0 * EPS + x.abs() * EPS * 4.0).min(2.0)
+}
+
+/// The bound of `op` computed by an approximating backend: `exact_model` (what [`of_op`] says
+/// for an exact implementation) widened where the backend approximates.
+pub fn approximate(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, exact_model: Bound) -> Bound {
+    match op {
+        Op::Sin | Op::Cos if f32s(out).is_some() => elementwise(args, errs, out, |x, e, _| e[0] + approx_sin_cos(x[0])),
+        _ => exact_model,
+    }
 }
 
 /// The error of `op` applied to `args` (with errors `errs`), whose eager result is `out`.

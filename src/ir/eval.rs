@@ -88,6 +88,10 @@ pub struct CallRecord {
     pub inputs: Vec<Val>,
     /// The module's outputs.
     pub outputs: Vec<Val>,
+    /// How far a conforming implementation's inputs may be from `inputs`.
+    pub input_bounds: Vec<Bound>,
+    /// How far a conforming implementation's outputs may be from `outputs`.
+    pub output_bounds: Vec<Bound>,
 }
 
 fn strides(s: &[usize]) -> Vec<usize> {
@@ -479,6 +483,8 @@ fn calls_in(g: &Graph) -> usize {
 struct Interp<'p> {
     modules: &'p [LoweredModule],
     calls: Vec<CallRecord>,
+    /// Inside a module of an approximating backend (`bound::approximates`).
+    approximate: bool,
 }
 
 /// Elements per leading index of a tensor value.
@@ -537,14 +543,27 @@ impl Interp<'_> {
                     let a = args.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>()?;
                     let v = eval_op(op, &a, &p)?;
                     let es = errs_of(args);
-                    let e = super::bound::of_op(op, &a, &es.iter().collect::<Vec<_>>(), &v);
+                    let es: Vec<&Bound> = es.iter().collect();
+                    let e = super::bound::of_op(op, &a, &es, &v);
+                    let e = if self.approximate { super::bound::approximate(op, &a, &es, &v, e) } else { e };
                     (vec![v], vec![e])
                 }
                 Node::Call { module, args } => {
                     let m = self.modules.get(*module).ok_or_else(|| err(&p, "module"))?;
                     let a = get_all(args)?;
-                    let (out, e) = self.graph(&m.graph, &a, &errs_of(args), &format!("modules[{module}].graph"), 0)?;
-                    self.calls.push(CallRecord { site, module: *module, inputs: a, outputs: out.clone() });
+                    let ae = errs_of(args);
+                    let outer = std::mem::replace(&mut self.approximate, super::bound::approximates(&m.backend));
+                    let res = self.graph(&m.graph, &a, &ae, &format!("modules[{module}].graph"), 0);
+                    self.approximate = outer;
+                    let (out, e) = res?;
+                    self.calls.push(CallRecord {
+                        site,
+                        module: *module,
+                        inputs: a,
+                        outputs: out.clone(),
+                        input_bounds: ae,
+                        output_bounds: e.clone(),
+                    });
                     (out, e)
                 }
                 Node::Cond { pred, then_graph, else_graph, operands } => {
@@ -668,7 +687,7 @@ impl Interp<'_> {
 
 /// Evaluates a graph on `inputs` (its calls resolve against `modules`).
 pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
-    Interp { modules, calls: Vec::new() }.graph(g, inputs, &[], path, 0).map(|(v, _)| v)
+    Interp { modules, calls: Vec::new(), approximate: false }.graph(g, inputs, &[], path, 0).map(|(v, _)| v)
 }
 
 /// One eager run of a method: outputs, how far a conforming implementation may be from each
@@ -691,7 +710,7 @@ pub fn run_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Run, IrEr
         .enumerate()
         .find(|(_, m)| m.name == name)
         .ok_or_else(|| err("methods", format!("no method `{name}`")))?;
-    let mut interp = Interp { modules: &p.modules, calls: Vec::new() };
+    let mut interp = Interp { modules: &p.modules, calls: Vec::new(), approximate: false };
     let (outputs, bounds) = interp.graph(&m.graph, inputs, &[], &format!("methods[{i}].graph"), 0)?;
     Ok(Run { outputs, bounds, calls: interp.calls })
 }

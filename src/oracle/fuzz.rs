@@ -92,6 +92,43 @@ pub fn load_pte(data: &[u8]) -> Outcome {
     }
 }
 
+/// Named data offered to `load_xnnpack` inputs: every named key of the XNNPACK corpus files,
+/// so their blobs (the seeds) resolve their weights.
+fn xnnpack_named_data() -> &'static [(String, Vec<u8>)] {
+    static NAMED: std::sync::OnceLock<Vec<(String, Vec<u8>)>> = std::sync::OnceLock::new();
+    NAMED.get_or_init(|| {
+        let files: [&[u8]; 5] = [
+            include_bytes!("../../corpus/real/xnn_single_partition.pte"),
+            include_bytes!("../../corpus/real/xnn_two_partitions_graph_break.pte"),
+            include_bytes!("../../corpus/real/xnn_repeated_call_3x.pte"),
+            include_bytes!("../../corpus/real/xnn_identical_blobs_dedup.pte"),
+            include_bytes!("../../corpus/real/xnn_dynamic_batch.pte"),
+        ];
+        files
+            .iter()
+            .filter_map(|f| format::load(f).ok())
+            .flat_map(|l| l.named_data_map().into_iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect::<Vec<_>>())
+            .collect()
+    })
+}
+
+/// `load_xnnpack`: raw bytes as an XNNPACK delegate blob -> verified load (named keys resolved
+/// against [`xnnpack_named_data`]) -> the interpreter's init checks -> one run with every
+/// input at its blob shape (results bounded by the input size).
+pub fn load_xnnpack(data: &[u8]) -> Outcome {
+    let named: Vec<(&str, &[u8])> = xnnpack_named_data().iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+    if let Err(e) = pte::xnnpack::load(data, Some(&named)) {
+        return Outcome::Rejected(e.kind());
+    }
+    // Results: at most 4 x limit elements (16 bytes each, with the copies) in all.
+    let limit = (data.len() / 64).max(4096);
+    match crate::backends::xnnpack::run_standalone(data, &named, 1.0, limit) {
+        Ok(_) => Outcome::Ran,
+        Err(e) if e.code == crate::runtime::ErrorCode::NotSupported => Outcome::RefusedAtInit,
+        Err(_) => Outcome::FailedAtExecute,
+    }
+}
+
 /// `structured`: bytes -> generated program -> emit -> write; `check_program` must hold on the
 /// unmutated program; then byte and field mutations of the emitted file go through load, checks
 /// and execution like `load_pte`.

@@ -5,7 +5,7 @@
 //! shared-model table (multi-function bundles).
 
 use super::structure::{call_sequence, delegate_calls, expected_delegates, shares};
-use super::values::{difference, encode_all};
+use super::values::{bounded_difference, encode_all};
 use super::{CheckOptions, Invariant, Report, Timings};
 use crate::backends::default_backends_with;
 use crate::backends::failing::FailingBackend;
@@ -252,13 +252,13 @@ pub fn check_run(e: &Expect<'_>, loaded: &LoadedProgram<'_>, run: &MethodRun, r:
         });
         let (n_in, n_out) = (rec.inputs.len(), rec.outputs.len());
         let ins = before.get(..n_in).unwrap_or(before);
-        if let Some(d) = difference(&encode_all(&rec.inputs), ins) {
+        if let Some(d) = bounded_difference(&encode_all(&rec.inputs), &rec.input_bounds, ins) {
             r.fail(Invariant::I3, format!("{what}: execute {n} (call site {k}) received other inputs: {d}"));
         }
         let args = plan_calls.get(*k).map_or(0, |c| c.1.len());
         match after {
             Some(after) if after.len() >= n_in + n_out => {
-                if let Some(d) = difference(&encode_all(&rec.outputs), &after[n_in..n_in + n_out]) {
+                if let Some(d) = bounded_difference(&encode_all(&rec.outputs), &rec.output_bounds, &after[n_in..n_in + n_out]) {
                     r.fail(Invariant::I6, format!("{what}: execute {n} (call site {k}) produced other outputs: {d}"));
                 }
             }

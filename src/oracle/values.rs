@@ -86,6 +86,26 @@ pub fn difference(want: &[HostValue], got: &[HostValue]) -> Option<String> {
         .map(|(i, (w, g))| format!("value {i}: expected {}, got {}", show(w), show(g)))
 }
 
+/// A short description of the first value of `got` outside its bound from `want` (`None`:
+/// every value exact or within bound; a missing bound is `Exact`).
+pub fn bounded_difference(want: &[HostValue], bounds: &[Bound], got: &[HostValue]) -> Option<String> {
+    if want.len() != got.len() {
+        return Some(format!("{} values expected, {} given", want.len(), got.len()));
+    }
+    want.iter()
+        .zip(got)
+        .enumerate()
+        .find(|(i, (w, g))| compare(w, bounds.get(*i).unwrap_or(&Bound::Exact), g) == Verdict::Mismatch)
+        .map(|(i, (w, g))| {
+            let bound = match bounds.get(i) {
+                Some(Bound::Abs(_)) => "outside its per-element bound",
+                Some(Bound::Flags(_)) => "differs where no difference is allowed",
+                _ => "the value is exact",
+            };
+            format!("value {i}: expected {}, got {} ({bound})", show(w), show(g))
+        })
+}
+
 /// A short rendering of a value: dtype, shape and the first elements, exactly.
 pub fn show(v: &HostValue) -> String {
     let HostValue::Tensor(t) = v else { return format!("{v:?}") };

@@ -26,6 +26,34 @@ pub enum ErrorCode {
     DelegateInvalidHandle = 0x32,
 }
 
+impl ErrorCode {
+    /// The code with ExecuTorch's numeric value `c`.
+    pub fn from_code(c: u32) -> Option<ErrorCode> {
+        use ErrorCode::*;
+        [
+            Internal,
+            InvalidState,
+            EndOfMethod,
+            NotSupported,
+            NotImplemented,
+            InvalidArgument,
+            InvalidType,
+            OperatorMissing,
+            NotFound,
+            MemoryAllocationFailed,
+            AccessFailed,
+            InvalidProgram,
+            InvalidExternalData,
+            OutOfResources,
+            DelegateInvalidCompatibility,
+            DelegateMemoryAllocationFailed,
+            DelegateInvalidHandle,
+        ]
+        .into_iter()
+        .find(|e| *e as u32 == c)
+    }
+}
+
 /// Where in a method a check failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Site {

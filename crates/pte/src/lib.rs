@@ -7,6 +7,7 @@
 //!   every allocation by the input size and names the field, index or offset of each rejection;
 //!   a writer ([`format::write`]) that reproduces ExecuTorch's layout byte for byte; and the
 //!   `.ptd` external-data file.
+//! * [`xnnpack`] — XNNPACK delegate blobs: model, verified loader, writer.
 //!
 //! Depends on nothing else of ptecheck's. The FlatBuffers code generated from `schema/*.fbs`
 //! is the only `unsafe` code; nothing outside `format` sees it.
@@ -16,6 +17,7 @@
 pub mod format;
 #[forbid(unsafe_code)]
 pub mod program;
+pub mod xnnpack;
 
 /// The README's example, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]

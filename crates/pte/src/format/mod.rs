@@ -16,7 +16,7 @@ pub mod ptd;
 #[forbid(unsafe_code)]
 mod read;
 #[forbid(unsafe_code)]
-mod write;
+pub(crate) mod write;
 
 #[allow(unsafe_code, unused_imports, dead_code, non_camel_case_types, non_snake_case)]
 #[allow(clippy::all, clippy::pedantic, clippy::nursery)]

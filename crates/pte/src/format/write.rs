@@ -50,26 +50,30 @@ impl Default for WriteOptions {
     }
 }
 
-type Off = WIPOffset<flatbuffers::UnionWIPOffset>;
+pub(crate) type Off = WIPOffset<flatbuffers::UnionWIPOffset>;
 
 /// Largest padding gap the writer accepts before each segment.
 pub const MAX_SEGMENT_GAP: u64 = 1 << 16;
 
-struct TableWriter<'b> {
-    b: FlatBufferBuilder<'b>,
+/// A FlatBuffers builder that lays tables out like one of ExecuTorch's serializers (shared
+/// with the XNNPACK blob writer).
+pub(crate) struct TableWriter<'b> {
+    pub(crate) b: FlatBufferBuilder<'b>,
     /// Largest `force_align` actually applied (the C++ builder's minalign).
-    max_forced: usize,
-    opts: WriteOptions,
+    pub(crate) max_forced: usize,
+    pub(crate) opts: WriteOptions,
 }
 
 /// A field about to be added to a table: its slot and the value to add.
-enum Field {
+pub(crate) enum Field {
     Off(u16, Off),
     U64(u16, u64),
     I64(u16, i64),
     F64(u16, f64),
     U32(u16, u32),
     I32(u16, i32),
+    F32(u16, f32),
+    I16(u16, i16),
     U8(u16, u8),
     I8(u16, i8),
     Bool(u16, bool),
@@ -79,15 +83,21 @@ impl Field {
     fn size(&self) -> usize {
         match self {
             Field::U64(..) | Field::I64(..) | Field::F64(..) => 8,
-            Field::Off(..) | Field::U32(..) | Field::I32(..) => 4,
+            Field::Off(..) | Field::U32(..) | Field::I32(..) | Field::F32(..) => 4,
+            Field::I16(..) => 2,
             Field::U8(..) | Field::I8(..) | Field::Bool(..) => 1,
         }
     }
 }
 
 impl<'b> TableWriter<'b> {
+    /// A writer with `opts`'s layout.
+    pub(crate) fn new(opts: WriteOptions) -> Self {
+        TableWriter { b: FlatBufferBuilder::with_capacity(4096), max_forced: 1, opts }
+    }
+
     /// Builds a table from its fields in schema slot order (`None` = absent).
-    fn table(&mut self, fields: &[Option<Field>]) -> Off {
+    pub(crate) fn table(&mut self, fields: &[Option<Field>]) -> Off {
         let start = self.b.start_table();
         let order: Vec<&Field> = match self.opts.layout {
             // Python builder (ExecuTorch >= 1.0): every field in slot order.
@@ -113,6 +123,12 @@ impl<'b> TableWriter<'b> {
                             self.b.push_slot_always(s, v)
                         }
                     }
+                    Field::F32(s, v) => {
+                        if v.to_bits() != 0 {
+                            self.b.push_slot_always(s, v)
+                        }
+                    }
+                    Field::I16(s, v) => self.b.push_slot(s, v, 0),
                     Field::U32(s, v) => self.b.push_slot(s, v, 0),
                     Field::I32(s, v) => self.b.push_slot(s, v, 0),
                     Field::U8(s, v) => self.b.push_slot(s, v, 0),
@@ -125,14 +141,14 @@ impl<'b> TableWriter<'b> {
         WIPOffset::new(end.value())
     }
 
-    fn empty_vector(&mut self) -> Off {
+    pub(crate) fn empty_vector(&mut self) -> Off {
         // The C++ builder (flatc) skips the element pre-alignment of an empty vector; only
         // its length is aligned.
         self.b.start_vector::<u8>(0);
         WIPOffset::new(self.b.end_vector::<u8>(0).value())
     }
 
-    fn scalars<T: Push + Copy>(&mut self, v: &[T]) -> Off
+    pub(crate) fn scalars<T: Push + Copy>(&mut self, v: &[T]) -> Off
     where
         T::Output: 'b,
     {
@@ -144,14 +160,14 @@ impl<'b> TableWriter<'b> {
         WIPOffset::new(self.b.create_vector(v).value())
     }
 
-    fn opt_scalars<T: Push + Copy>(&mut self, v: &Option<Vec<T>>) -> Option<Off>
+    pub(crate) fn opt_scalars<T: Push + Copy>(&mut self, v: &Option<Vec<T>>) -> Option<Off>
     where
         T::Output: 'b,
     {
         v.as_ref().map(|v| self.scalars(v))
     }
 
-    fn bytes(&mut self, v: &[u8], force_align: usize) -> Off {
+    pub(crate) fn bytes(&mut self, v: &[u8], force_align: usize) -> Off {
         if v.is_empty() && self.opts.layout == Layout::Flatc {
             return self.empty_vector();
         }
@@ -166,18 +182,18 @@ impl<'b> TableWriter<'b> {
         WIPOffset::new(self.b.create_vector(v).value())
     }
 
-    fn string(&mut self, s: &Option<String>) -> Option<Off> {
+    pub(crate) fn string(&mut self, s: &Option<String>) -> Option<Off> {
         s.as_ref().map(|s| WIPOffset::new(self.b.create_string(s).value()))
     }
 
-    fn offsets(&mut self, v: &[Off]) -> Off {
+    pub(crate) fn offsets(&mut self, v: &[Off]) -> Off {
         if v.is_empty() && self.opts.layout == Layout::Flatc {
             return self.empty_vector();
         }
         WIPOffset::new(self.b.create_vector(v).value())
     }
 
-    fn list<T>(&mut self, v: &Option<Vec<T>>, mut each: impl FnMut(&mut Self, &T) -> Off) -> Option<Off> {
+    pub(crate) fn list<T>(&mut self, v: &Option<Vec<T>>, mut each: impl FnMut(&mut Self, &T) -> Off) -> Option<Off> {
         let v = v.as_ref()?;
         let offs: Vec<Off> = v.iter().map(|x| each(self, x)).collect();
         Some(self.offsets(&offs))
@@ -434,7 +450,7 @@ impl<'b> TableWriter<'b> {
 
 /// Serialises only the FlatBuffers part (no extended header, no segments).
 pub fn write_flatbuffer(program: &Program, opts: &WriteOptions) -> Vec<u8> {
-    let mut w = TableWriter { b: FlatBufferBuilder::with_capacity(4096), max_forced: 1, opts: *opts };
+    let mut w = TableWriter::new(*opts);
     let root = w.program(program);
     w.b.finish(root, Some(std::str::from_utf8(PTE_IDENTIFIER).unwrap_or("ET12")));
     let mut out = w.b.finished_data().to_vec();

@@ -4,6 +4,8 @@
 //!
 //! Reads [`LoadedProgram`]; may not change it or decide validity (that is `format`/`runtime`).
 
+pub mod xnnpack;
+
 use crate::format::{LoadedProgram, LoadedPtd};
 use crate::program::{DataLocation, EValue, Instruction, sha256_hex};
 use serde_json::{Value, json};
@@ -85,6 +87,7 @@ pub fn to_json(loaded: &LoadedProgram<'_>) -> Value {
         })
         .collect();
     let sites = delegate_call_sites(loaded);
+    let named = loaded.named_data_map();
     let mut delegates = serde_json::Map::new();
     for (pi, plan) in p.plans().iter().enumerate() {
         let list: Vec<Value> = plan
@@ -102,6 +105,7 @@ pub fn to_json(loaded: &LoadedProgram<'_>) -> Value {
                     "blob_sha256": blob.map(sha256_hex),
                     "compile_specs": d.compile_spec_list().iter().map(|c| c.key.clone()).collect::<Vec<_>>(),
                     "call_sites": sites[pi][di].iter().map(|(c, i)| json!({"chain": c, "instruction": i})).collect::<Vec<_>>(),
+                    "xnnpack": blob.filter(|_| xnnpack::is_xnnpack(d.id.as_deref())).map(|b| xnnpack::json(b, &named)),
                 })
             })
             .collect();
@@ -202,6 +206,9 @@ pub fn to_text(loaded: &LoadedProgram<'_>) -> String {
                 "        called by: {}",
                 if calls.is_empty() { "nothing".into() } else { calls.join(", ") }
             );
+            if let Some(b) = blob.filter(|_| xnnpack::is_xnnpack(d.id.as_deref())) {
+                s.push_str(&xnnpack::text(b, &loaded.named_data_map(), "        "));
+            }
         }
     }
     let users = segment_users(loaded);

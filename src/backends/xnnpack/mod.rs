@@ -1,0 +1,244 @@
+//! `XnnpackBackend`, both sides: preprocess lowers an IR sub-graph of float32 ops to an XNNPACK
+//! blob (`lower`), and the runtime side is a reference interpreter of such blobs (`interp`) —
+//! the blobs ExecuTorch's exporter writes and the ones `lower` writes alike.
+//!
+//! `init` loads the blob with `pte::xnnpack` (every id, flag, constant and named key checked),
+//! refuses nodes and datatypes the interpreter lacks (NotSupported, naming the node, its index
+//! and the delegate), and keeps the loaded graph with its constants decoded. `execute` reads
+//! external inputs from the DelegateCall's arguments at their external ids, takes shapes from
+//! the runtime tensors, runs the nodes in topological order and resizes and writes the outputs.
+//! Handles keep no per-call state, so the backend opts in to handle sharing.
+//! May not touch: the eager interpreter (`ir::eval`), the CPU kernels, the emitter.
+
+pub mod interp;
+pub mod lower;
+
+use crate::fault::Fault;
+use crate::ir::infer::IrError;
+use crate::ir::{Graph, LoweredModule};
+use crate::program::{CompileSpec, ScalarType};
+use crate::runtime::frame::{OpError, OpResult};
+use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
+use interp::T;
+use pte::xnnpack::{self, Datatype, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, LoadedBlob, XValue};
+use std::collections::BTreeMap;
+
+/// Registry id (ExecuTorch's).
+pub const ID: &str = xnnpack::BACKEND_ID;
+
+/// Preprocess: the lowered module for `g`, an XNNPACK blob with its constants inside.
+/// `fault` is accepted for symmetry with the other backends; no seeded bug lives here.
+pub fn lower(g: Graph, compile_specs: Vec<(String, Vec<u8>)>, _fault: Option<Fault>) -> Result<LoweredModule, IrError> {
+    let (graph, constants) = lower::to_blob(&g)?;
+    Ok(LoweredModule {
+        backend: ID.into(),
+        graph: g,
+        processed: xnnpack::write(&graph, &constants),
+        compile_specs: compile_specs.into_iter().map(|(k, v)| (k, crate::ir::HexBytes(v))).collect(),
+        share_handle_across_calls: true,
+        scratch_specs: vec![],
+    })
+}
+
+/// A loaded blob ready to run.
+struct Compiled {
+    blob: LoadedBlob,
+    /// Constants decoded to float32 tensors, by value index.
+    constants: BTreeMap<usize, T>,
+    /// `(external id, value index)` of inputs and outputs, by external id.
+    inputs: Vec<(u32, usize)>,
+    outputs: Vec<(u32, usize)>,
+}
+
+fn code(c: u32) -> ErrorCode {
+    ErrorCode::from_code(c).unwrap_or(ErrorCode::Internal)
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Loads and checks `processed` for the interpreter (`where_`: which delegate, for messages).
+fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<Compiled> {
+    let blob = xnnpack::load(processed, Some(named))
+        .map_err(|e| OpError::new(code(e.et_code()), format!("{where_}: XNNPACK blob: {e}")))?;
+    let g = &blob.blob.graph;
+    for (index, v) in g.values.iter().enumerate() {
+        let t = v.tensor();
+        if matches!(v, XValue::Quantized { .. }) || t.datatype() != Some(Datatype::Fp32) || t.dq_datatype != 0 {
+            let dt: &str = t.datatype().map_or("invalid", Into::into);
+            return Err(OpError::new(
+                ErrorCode::NotSupported,
+                format!(
+                    "{where_}: xvalues[{index}] is {dt}{}; the reference interpreter runs fp32 only",
+                    if matches!(v, XValue::Quantized { .. }) { " (quantized)" } else { "" }
+                ),
+            ));
+        }
+    }
+    for (index, n) in g.nodes.iter().enumerate() {
+        if !interp::SUPPORTED.contains(&n.node_type) {
+            return Err(OpError::new(
+                ErrorCode::NotSupported,
+                format!(
+                    "{where_}: xnodes[{index}] is {}, which the reference interpreter does not run",
+                    n.node_type.name()
+                ),
+            ));
+        }
+    }
+    let constants = blob
+        .constants
+        .iter()
+        .map(|(v, bytes)| {
+            let shape: Vec<usize> = g.values[*v].tensor().shape().iter().map(|d| *d as usize).collect();
+            let n: usize = shape.iter().product();
+            let mut data = f32s(bytes);
+            data.truncate(n);
+            (*v, T::new(shape, data))
+        })
+        .collect();
+    let inputs = blob.externals(FLAG_EXTERNAL_INPUT);
+    let outputs = blob.externals(FLAG_EXTERNAL_OUTPUT);
+    Ok(Compiled { blob, constants, inputs, outputs })
+}
+
+impl Compiled {
+    /// Runs the nodes on `inputs` (value index, tensor); every value computed, by value index.
+    /// No result may exceed `limit` elements, nor all results together `limit` × 4.
+    /// `Err((node, why))` names the node that failed.
+    fn evaluate(&self, inputs: Vec<(usize, T)>, limit: usize) -> Result<Vec<Option<T>>, (usize, String)> {
+        let mut budget = limit.saturating_mul(4);
+        let g = &self.blob.blob.graph;
+        let mut vals: Vec<Option<T>> = vec![None; g.values.len()];
+        for (v, t) in &self.constants {
+            vals[*v] = Some(t.clone());
+        }
+        for (v, t) in inputs {
+            vals[v] = Some(t);
+        }
+        for &i in &self.blob.order {
+            let node = &g.nodes[i];
+            let ins = node
+                .payload
+                .inputs(node.node_type)
+                .into_iter()
+                .map(|(field, id)| {
+                    self.blob
+                        .by_id
+                        .get(&id)
+                        .and_then(|v| vals[*v].as_ref())
+                        .ok_or_else(|| (i, format!("{field} = {id} has no value yet")))
+                })
+                .collect::<Result<Vec<&T>, _>>()?;
+            let out = interp::run_node(node, &ins, limit.min(budget)).map_err(|e| (i, e))?;
+            budget = budget.saturating_sub(out.data.len());
+            for (field, id) in node.payload.outputs() {
+                let v = *self.blob.by_id.get(&id).ok_or_else(|| (i, format!("{field} = {id} undefined")))?;
+                vals[v] = Some(out.clone());
+            }
+        }
+        Ok(vals)
+    }
+
+    /// Runs the graph on the call's arguments.
+    fn run(&self, args: &mut DelegateArgs<'_, '_>) -> OpResult<()> {
+        let g = &self.blob.blob.graph;
+        let slot = |ext: u32| -> OpResult<usize> {
+            args.args.get(ext as usize).copied().ok_or_else(|| {
+                OpError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("external id {ext} is beyond the call's {} arguments", args.args.len()),
+                )
+            })
+        };
+        let mut inputs = Vec::with_capacity(self.inputs.len());
+        for &(ext, v) in &self.inputs {
+            let s = slot(ext)?;
+            let dtype = args.frame.dtype(s)?;
+            if dtype != ScalarType::FLOAT {
+                return Err(OpError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("argument {ext} (values[{s}]) is {dtype}; the blob's value is fp32"),
+                ));
+            }
+            let shape = args.frame.sizes(s)?;
+            if shape.len() > xnnpack::MAX_DIMS {
+                return Err(OpError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("argument {ext} has rank {}", shape.len()),
+                ));
+            }
+            inputs.push((v, T::new(shape, f32s(args.frame.bytes(s)?))));
+        }
+        let limit = args.frame.memory_limit / 4;
+        let vals = self.evaluate(inputs, limit).map_err(|(i, what)| {
+            OpError::new(ErrorCode::Internal, format!("xnodes[{i}] ({}): {what}", g.nodes[i].node_type.name()))
+        })?;
+        for &(ext, v) in &self.outputs {
+            let s = slot(ext)?;
+            let t = vals[v].as_ref().ok_or_else(|| {
+                OpError::new(ErrorCode::Internal, format!("external output {ext} (xvalues[{v}]) was not computed"))
+            })?;
+            if args.frame.dtype(s)? != ScalarType::FLOAT {
+                return Err(OpError::new(ErrorCode::InvalidArgument, format!("output argument {ext} is not float32")));
+            }
+            args.frame.resize(s, &t.shape)?;
+            let bytes: Vec<u8> = t.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+            args.frame.write_bytes(s, &bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Loads `processed` as `init` does and runs it once with every external input at its blob
+/// shape (filled with `fill`), results above `limit` elements refused: the outputs by external
+/// id. For fuzzing the loader and interpreter together without a program around them.
+pub fn run_standalone(processed: &[u8], named: &[(&str, &[u8])], fill: f32, limit: usize) -> OpResult<Vec<(u32, T)>> {
+    let c = compile(processed, named, "standalone blob")?;
+    let g = &c.blob.blob.graph;
+    let mut inputs = Vec::new();
+    for &(_, v) in &c.inputs {
+        let shape: Vec<usize> = g.values[v].tensor().shape().iter().map(|d| *d as usize).collect();
+        let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d)).filter(|n| *n <= limit).ok_or_else(|| {
+            OpError::new(
+                ErrorCode::MemoryAllocationFailed,
+                format!("input xvalues[{v}] {shape:?} exceeds {limit} elements"),
+            )
+        })?;
+        inputs.push((v, T::new(shape, vec![fill; n])));
+    }
+    let vals = c.evaluate(inputs, limit).map_err(|(i, what)| {
+        OpError::new(ErrorCode::Internal, format!("xnodes[{i}] ({}): {what}", g.nodes[i].node_type.name()))
+    })?;
+    Ok(c.outputs.iter().filter_map(|&(ext, v)| vals[v].clone().map(|t| (ext, t))).collect())
+}
+
+/// The runtime side: a reference interpreter of fp32 XNNPACK graphs.
+#[derive(Debug, Default)]
+pub struct XnnpackBackend;
+
+impl Backend for XnnpackBackend {
+    fn id(&self) -> &str {
+        ID
+    }
+
+    fn init(&self, ctx: &InitContext<'_>, processed: &[u8], _specs: &[CompileSpec]) -> Result<BackendHandle, OpError> {
+        let where_ = format!("method {} delegates[{}]", ctx.method, ctx.delegate_index);
+        let c = compile(processed, ctx.named_data, &where_)?;
+        Ok(BackendHandle { bytes: processed.len(), state: Box::new(c) })
+    }
+
+    fn execute(&self, handle: &mut BackendHandle, args: &mut DelegateArgs<'_, '_>) -> Result<(), OpError> {
+        let c = handle
+            .state
+            .downcast_ref::<Compiled>()
+            .ok_or_else(|| OpError::new(ErrorCode::DelegateInvalidHandle, "not an XNNPACK handle"))?;
+        c.run(args)
+    }
+}
+
+/// Whether an IR sub-graph can be lowered to XNNPACK.
+pub fn lowerable(g: &Graph) -> bool {
+    lower::lowerable(g)
+}
