@@ -685,6 +685,7 @@ fn differential(
             "valid programs refused: {:?}  crashes {}  hangs {}  garbage {}  runner starts {}",
             r.refused, r.crashes, r.hangs, r.garbage, r.runner_starts
         );
+        println!("delegate calls executed by the runner: {:?}", r.delegate_calls);
         for x in &r.refusals {
             println!("  refused: {x}");
         }
@@ -695,6 +696,17 @@ fn differential(
                 m.method,
                 m.shared,
                 m.reproducer.as_ref().map_or("-".into(), |p| p.display().to_string())
+            );
+        }
+        for f in &r.runner_failures {
+            println!(
+                "{} case {} {} shared={}: {}{}",
+                f.outcome.to_uppercase(),
+                f.case,
+                f.method,
+                f.shared,
+                f.detail,
+                f.reproducer.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default()
             );
         }
         if a.negative {

@@ -13,7 +13,7 @@ pub mod xnnpack;
 
 use crate::fault::Fault;
 use crate::ir::infer::IrError;
-use crate::ir::{Graph, LoweredModule};
+use crate::ir::{Graph, LoweredModule, NamedBlob};
 use crate::runtime::{Backend, Runtime};
 use std::sync::Arc;
 
@@ -39,15 +39,16 @@ pub fn default_runtime() -> Runtime {
     Runtime::with_backends(default_backends())
 }
 
-/// Runs backend `backend`'s preprocess on `g` (`fault`: a seeded preprocess bug, or `None`).
+/// Runs backend `backend`'s preprocess on `g` (`fault`: a seeded preprocess bug, or `None`):
+/// the lowered module and the named data it adds to the program.
 pub fn lower(
     backend: &str,
     g: Graph,
     compile_specs: Vec<(String, Vec<u8>)>,
     fault: Option<Fault>,
-) -> Result<LoweredModule, IrError> {
+) -> Result<(LoweredModule, Vec<NamedBlob>), IrError> {
     match graph::Flavor::from_id(backend) {
-        Some(f) => graph::lower(f, g, compile_specs, fault),
+        Some(f) => graph::lower(f, g, compile_specs, fault).map(|m| (m, vec![])),
         None if backend == xnnpack::ID => xnnpack::lower(g, compile_specs, fault),
         None => Err(IrError { path: "backend".into(), detail: format!("no preprocess for backend `{backend}`") }),
     }

@@ -25,7 +25,9 @@ use crate::backends::xnnpack;
 use crate::fault::Fault;
 use crate::ir::build::GraphBuilder;
 use crate::ir::eval::Val;
-use crate::ir::{ConstTensor, Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, OpKind, Ref, ValueType};
+use crate::ir::{
+    ConstTensor, Dtype, Graph, IrMethod, IrProgram, LoweredModule, NamedBlob, Node, Op, OpKind, Ref, ValueType,
+};
 use arbitrary::Unstructured;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -136,6 +138,8 @@ struct Ctx<'c, 'u, 'a> {
     method: usize,
     /// Multi-function partitions per method: (method, module slot).
     partitions: Vec<(usize, usize)>,
+    /// Named data the lowered modules need in the program (XNNPACK constants), by key.
+    named: Vec<NamedBlob>,
 }
 
 impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
@@ -690,7 +694,14 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         // demo backend (or an identity-like module) if it ever did.
         let lowered = match flavor {
             Some(f) => lower(f, g.clone(), specs.clone(), self.fault),
-            None => xnnpack::lower(g.clone(), specs.clone(), self.fault),
+            None => xnnpack::lower(g.clone(), specs.clone(), self.fault).map(|(m, named)| {
+                for n in named {
+                    if !self.named.iter().any(|x| x.key == n.key) {
+                        self.named.push(n);
+                    }
+                }
+                m
+            }),
         };
         let m = lowered.or_else(|_| lower(Flavor::Demo, g, specs, self.fault)).unwrap_or_else(|_| {
             let mut b = GraphBuilder::new(vec![], vec![self.ty(Pool::S)]);
@@ -720,6 +731,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             users: BTreeMap::new(),
             method: 0,
             partitions: Vec::new(),
+            named: Vec::new(),
         }
     }
 
@@ -812,6 +824,7 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
         users: BTreeMap::new(),
         method: 0,
         partitions: Vec::new(),
+        named: Vec::new(),
     };
     if ctx.on(Switch::Calls) {
         let k = 1 + ctx.pick(cfg.max_modules.max(1));
@@ -909,7 +922,7 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
         let name = if mi == 0 { "forward".to_string() } else { format!("method{mi}") };
         methods.push(IrMethod { name, graph: g });
     }
-    let mut named_data = Vec::new();
+    let mut named_data = std::mem::take(&mut ctx.named);
     let mut share_models = false;
     if !ctx.partitions.is_empty() {
         let on = ctx.chance(75);
@@ -935,7 +948,11 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
                 for (slot, m) in slots.into_iter().zip(modules) {
                     ctx.modules[slot] = m;
                 }
-                named_data = named;
+                for n in named {
+                    if !named_data.iter().any(|x: &NamedBlob| x.key == n.key) {
+                        named_data.push(n);
+                    }
+                }
                 share_models = on && ctx.chance(75);
                 ctx.feature(if share_models { Feature::MultifunctionShared } else { Feature::MultifunctionSeparate });
             }

@@ -292,19 +292,58 @@ pub fn approximates(backend: &str) -> bool {
     APPROXIMATING_BACKENDS.contains(&backend)
 }
 
-/// Absolute error allowed for an approximated sin or cos of `x`: 8 ulp of 1.0, plus the
-/// range reduction's error of about |x|·2⁻²²; 2 (any value in [-1, 1]) beyond that.
+/// Largest |x| for which an approximating backend's sin and cos are meaningful: XNNPACK's
+/// range reduction returns values outside [-1, 1] beyond 2^28 and NaN from about 1e30 (measured
+/// against ExecuTorch 1.5.1; docs/xnnpack.md). Beyond it nothing is promised.
+pub const SIN_COS_RANGE: f64 = (1u64 << 28) as f64;
+
+/// Absolute error allowed for an approximated sin or cos of `x`: 8 ulp of 1.0 plus a range
+/// reduction error of |x|·2⁻³⁶ (measured: under |x|·1.5·10⁻¹²); anything beyond
+/// [`SIN_COS_RANGE`].
 fn approx_sin_cos(x: f64) -> f64 {
-    (8.0 * EPS + x.abs() * EPS * 4.0).min(2.0)
+    if x.abs() > SIN_COS_RANGE { f64::INFINITY } else { 8.0 * EPS + x.abs() * (2.0f64).powi(-36) }
 }
 
-/// The bound of `op` computed by an approximating backend: `exact_model` (what [`of_op`] says
-/// for an exact implementation) widened where the backend approximates.
-pub fn approximate(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, exact_model: Bound) -> Bound {
-    match op {
-        Op::Sin | Op::Cos if f32s(out).is_some() => elementwise(args, errs, out, |x, e, _| e[0] + approx_sin_cos(x[0])),
-        _ => exact_model,
+/// `e` widened by |x| for every subnormal float32 element of `v`: flushed to zero (an
+/// approximating backend runs with denormals-are-zero and flush-to-zero).
+fn flush(v: &Val, e: &Bound) -> Bound {
+    let Some(x) = f32s(v) else { return e.clone() };
+    if !x.iter().any(|v| v.is_subnormal()) {
+        return e.clone();
     }
+    let mut a = e.abs(x.len());
+    for (ai, xi) in a.iter_mut().zip(x) {
+        if xi.is_subnormal() {
+            *ai += f64::from(xi.abs());
+        }
+    }
+    Bound::from_abs(a)
+}
+
+/// The bound of `op` computed by an approximating backend: what [`of_op`] says for an exact
+/// implementation (`exact_model`), widened for flushed subnormal operands, products and results,
+/// and for approximated sin and cos.
+pub fn approximate(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, exact_model: Bound) -> Bound {
+    let Some(r) = f32s(out) else { return exact_model };
+    let flushed: Vec<Bound> = args.iter().zip(errs).map(|(a, e)| flush(a, e)).collect();
+    let widened = flushed.iter().zip(errs).any(|(f, e)| f != *e);
+    let fr: Vec<&Bound> = flushed.iter().collect();
+    let b = match op {
+        Op::Sin | Op::Cos => elementwise(args, &fr, out, |x, e, _| e[0] + approx_sin_cos(x[0])),
+        Op::Linear | Op::Mm | Op::Addmm => {
+            // Every partial product may be flushed: one smallest normal per term.
+            let k = match op {
+                Op::Addmm => shape(args[1]).last().copied().unwrap_or(0),
+                _ => shape(args[0]).last().copied().unwrap_or(0),
+            };
+            let base = if widened { of_op(op, args, &fr, out) } else { exact_model };
+            let extra = (k as f64 + 1.0) * f64::from(f32::MIN_POSITIVE);
+            Bound::from_abs(base.abs(r.len()).into_iter().map(|e| e + extra).collect())
+        }
+        _ if widened => of_op(op, args, &fr, out),
+        _ => exact_model,
+    };
+    flush(out, &b)
 }
 
 /// The error of `op` applied to `args` (with errors `errs`), whose eager result is `out`.

@@ -86,6 +86,23 @@ pub struct Mismatch {
     pub reproducer: Option<PathBuf>,
 }
 
+/// A valid program whose run crashed, hung or garbled the runner.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunnerFailure {
+    /// Case index.
+    pub case: u64,
+    /// Method.
+    pub method: String,
+    /// Which emission.
+    pub shared: bool,
+    /// `crash`, `hang`, `garbage` or `no_runner`.
+    pub outcome: String,
+    /// Signal or exit status and the last line of the runner's stderr.
+    pub detail: String,
+    /// Its reproducer folder (for the first few).
+    pub reproducer: Option<PathBuf>,
+}
+
 /// What a differential campaign found.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DiffReport {
@@ -101,6 +118,8 @@ pub struct DiffReport {
     pub within_bound: u64,
     /// Runs with an output outside its bound.
     pub mismatch: u64,
+    /// Delegate calls the runner executed in methods that returned outputs, by backend.
+    pub delegate_calls: BTreeMap<String, u64>,
     /// Valid programs the runner refused (typed errors), by stage.
     pub refused: BTreeMap<String, u64>,
     /// Requests that crashed the runner.
@@ -119,6 +138,8 @@ pub struct DiffReport {
     pub findings: Vec<Finding>,
     /// Mismatches.
     pub mismatches: Vec<Mismatch>,
+    /// Valid programs that crashed, hung or garbled the runner.
+    pub runner_failures: Vec<RunnerFailure>,
     /// Refusals of valid programs, first few described.
     pub refusals: Vec<String>,
     /// Cases per second.
@@ -448,6 +469,11 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
             match &o {
                 Outcome::Reply(Reply::Outputs(got)) => {
                     report.methods_run += 1;
+                    for call in p.runs.get(name).map_or(&[][..], |r| r.calls.as_slice()) {
+                        if let Some(m) = p.g.program.modules.get(call.module) {
+                            *report.delegate_calls.entry(m.backend.clone()).or_default() += 1;
+                        }
+                    }
                     match p.runs.get(name).map_or(Verdict::Mismatch, |r| verdict(r, got)) {
                         Verdict::Exact => report.exact += 1,
                         Verdict::WithinBound => report.within_bound += 1,
@@ -463,10 +489,30 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
                         report.refusals.push(format!("case {case} {name} shared={shared}: {stage:?}: {message}"));
                     }
                 }
-                Outcome::Exited { .. } | Outcome::Signalled { .. } => report.crashes += 1,
-                Outcome::Hung { .. } => report.hangs += 1,
-                Outcome::Garbage { .. } => report.garbage += 1,
-                Outcome::NoRunner { .. } => report.crashes += 1,
+                failed => {
+                    match failed {
+                        Outcome::Hung { .. } => report.hangs += 1,
+                        Outcome::Garbage { .. } => report.garbage += 1,
+                        _ => report.crashes += 1,
+                    }
+                    // Recorded with the runner's stderr, and a reproducer for the first few.
+                    let kind = negative_outcome(failed).unwrap_or("crash").to_string();
+                    let n = report.runner_failures.len();
+                    let reproducer = (n < opts.max_reproducers)
+                        .then(|| {
+                            let dir = opts.out.join(format!("{kind}-{}-{case:06}-{name}", c.seed));
+                            write_mismatch(&dir, &p, failed, &replay_command(opts, case, false))
+                        })
+                        .flatten();
+                    report.runner_failures.push(RunnerFailure {
+                        case,
+                        method: name.clone(),
+                        shared: *shared,
+                        outcome: kind,
+                        detail: detail(failed),
+                        reproducer,
+                    });
+                }
             }
         }
         if let Some((method, shared, reply)) = first_mismatch {

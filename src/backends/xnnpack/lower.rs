@@ -1,7 +1,14 @@
 //! Preprocess: an IR sub-graph of float32 ops -> an XNNPACK blob ExecuTorch's `XnnpackBackend`
 //! accepts (the writer checklist of docs/xnnpack.md): one value per IR value, external ids
-//! = DelegateCall argument positions (inputs, then outputs), constants in the blob's own
-//! constant region as offset entries (no named key), nodes in IR order (topological).
+//! = DelegateCall argument positions (inputs, then outputs), nodes in IR order (topological).
+//!
+//! Constants: those only FullyConnected reads as filter or bias live in the blob's own constant
+//! region (offset entries, no named key); XNNPACK packs (copies) them at init. Every other
+//! constant goes to the program's named data under the sha256 of its bytes, as ExecuTorch's
+//! exporter stores all of them: XNNPACK keeps a pointer to an unpacked constant, and
+//! ExecuTorch frees the processed blob after init — an offset constant read by, say, an Add is
+//! read from freed memory when the program was loaded from a file (SIGSEGV in ExecuTorch
+//! 1.5.1; docs/xnnpack.md).
 //!
 //! Op mapping: add/sub/mul/div -> the binary nodes; relu -> Clamp [0, +inf]; sin/cos -> unary
 //! nodes; linear -> FullyConnected (filter `[out, in]`); mm -> FullyConnected with transposed
@@ -11,11 +18,12 @@
 //! (XNNCopy): every external output is a value of its own.
 
 use crate::ir::infer::{IrError, err, graph_types};
-use crate::ir::{ConstTensor, Dtype, Graph, Node, Op, OpKind, ValueType};
+use crate::ir::{ConstTensor, Dtype, Graph, NamedBlob, Node, Op, OpKind, ValueType};
 use pte::xnnpack::{
     ConstantEntry, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, FLAG_TRANSPOSE_WEIGHTS, INVALID_ID, MinMax, NodeType,
     Payload, TensorValue, XNode, XValue, XnnGraph,
 };
+use std::collections::BTreeSet;
 
 /// IR ops the lowering maps to XNNPACK nodes.
 pub const LOWERABLE_OPS: [OpKind; 12] = [
@@ -38,6 +46,7 @@ struct Builder {
     nodes: Vec<XNode>,
     constant_data: Vec<ConstantEntry>,
     region: Vec<u8>,
+    named: Vec<NamedBlob>,
 }
 
 impl Builder {
@@ -58,20 +67,25 @@ impl Builder {
         id
     }
 
-    /// Places a constant's float32 bytes in the constant region (16-aligned); returns its
-    /// `id_out`.
-    fn constant(&mut self, c: &ConstTensor) -> u32 {
-        let at = self.region.len().next_multiple_of(pte::xnnpack::write::CONSTANT_ALIGNMENT);
-        self.region.resize(at, 0);
-        for v in &c.values {
-            self.region.extend_from_slice(&(*v as f32).to_le_bytes());
-        }
+    /// A constant's value: its float32 bytes in the constant region (16-aligned) when `inline`,
+    /// else in the named data under their sha256; returns its `id_out`.
+    fn constant(&mut self, c: &ConstTensor, inline: bool) -> u32 {
+        let bytes: Vec<u8> = c.values.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect();
         let idx = self.constant_data.len() as u32;
-        self.constant_data.push(ConstantEntry {
-            offset: at as u64,
-            size: (c.values.len() * 4) as u64,
-            named_key: None,
-        });
+        let entry = if inline {
+            let at = self.region.len().next_multiple_of(pte::xnnpack::write::CONSTANT_ALIGNMENT);
+            self.region.resize(at, 0);
+            self.region.extend_from_slice(&bytes);
+            ConstantEntry { offset: at as u64, size: bytes.len() as u64, named_key: None }
+        } else {
+            let key = crate::program::sha256_hex(&bytes);
+            let entry = ConstantEntry { offset: u64::MAX, size: bytes.len() as u64, named_key: Some(key.clone()) };
+            if !self.named.iter().any(|n| n.key == key) {
+                self.named.push(NamedBlob { key, data: bytes });
+            }
+            entry
+        };
+        self.constant_data.push(entry);
         self.value(&c.shape, idx, INVALID_ID, 0)
     }
 
@@ -101,8 +115,68 @@ pub fn lowerable(g: &Graph) -> bool {
     to_blob(g).is_ok()
 }
 
-/// The XNNPACK graph and constant region for `g`.
-pub fn to_blob(g: &Graph) -> Result<(XnnGraph, Vec<u8>), IrError> {
+/// What lowering makes of a graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blob {
+    /// The XNNPACK graph.
+    pub graph: XnnGraph,
+    /// Its constant region (FullyConnected filters and biases).
+    pub region: Vec<u8>,
+    /// Named data the program must carry (every other constant, keyed by sha256).
+    pub named: Vec<NamedBlob>,
+}
+
+/// The one-row bias length a FullyConnected of `op` with operands `args` takes (`None`: no
+/// bias operand, or one that must be added separately).
+fn fc_bias_ok(op: &Op, args: &[usize], types: &[ValueType]) -> bool {
+    let shape = |k: usize| match args.get(k).and_then(|a| types.get(*a)) {
+        Some(ValueType::Tensor { shape, .. }) => Some(shape.clone()),
+        _ => None,
+    };
+    let (w, b, transposed) = match op {
+        Op::Linear => (1, 2, false),
+        Op::Addmm => (2, 0, true),
+        _ => return false,
+    };
+    let n_out = shape(w).and_then(|s| if transposed { s.get(1).copied() } else { s.first().copied() });
+    n_out.is_some_and(|n| shape(b) == Some(vec![n]))
+}
+
+/// Operand positions of `op` XNNPACK packs (copies) at init: linear (x, W, b) -> W, b;
+/// mm (x, W) -> W; addmm (b, x, W) -> W, b — a bias only when it is one row (otherwise it feeds
+/// a separate Add, unpacked).
+fn packed_positions(op: &Op, args: &[usize], types: &[ValueType]) -> &'static [usize] {
+    let bias_ok = fc_bias_ok(op, args, types);
+    match op {
+        Op::Linear if bias_ok => &[1, 2],
+        Op::Linear | Op::Mm => &[1],
+        Op::Addmm if bias_ok => &[0, 2],
+        Op::Addmm => &[2],
+        _ => &[],
+    }
+}
+
+/// Refs read in a packed position, and refs read (or returned) any other way.
+fn constant_uses(g: &Graph, types: &[ValueType]) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let (mut packed, mut unpacked) = (BTreeSet::new(), BTreeSet::new());
+    for n in &g.nodes {
+        if let Node::Op { op, args } = n {
+            let pos = packed_positions(op, args, types);
+            for (k, a) in args.iter().enumerate() {
+                if pos.contains(&k) {
+                    packed.insert(*a)
+                } else {
+                    unpacked.insert(*a)
+                };
+            }
+        }
+    }
+    unpacked.extend(g.outputs.iter().copied());
+    (packed, unpacked)
+}
+
+/// The XNNPACK graph, constant region and named data for `g`.
+pub fn to_blob(g: &Graph) -> Result<Blob, IrError> {
     let types = graph_types(g, &[], "xnnpack")?;
     let (n_const, n_in) = (g.constants.len(), g.inputs.len());
     let mut b = Builder {
@@ -110,24 +184,24 @@ pub fn to_blob(g: &Graph) -> Result<(XnnGraph, Vec<u8>), IrError> {
         nodes: Vec::new(),
         constant_data: vec![ConstantEntry::default()],
         region: Vec::new(),
+        named: Vec::new(),
     };
-    // IR ref -> id_out.
+    let (packed_uses, unpacked_uses) = constant_uses(g, &types);
+    // IR ref -> id_out; a constant read both packed and unpacked has one value for each (an
+    // unpacked read of a packed value would see memory ExecuTorch freed after init).
     let mut ids: Vec<Option<u32>> = vec![None; types.len()];
-    // Constants first (only those some node reads), then the inputs as external inputs.
-    let used: std::collections::BTreeSet<usize> = g
-        .nodes
-        .iter()
-        .flat_map(|n| match n {
-            Node::Op { args, .. } => args.clone(),
-            _ => vec![],
-        })
-        .chain(g.outputs.iter().copied())
-        .collect();
-    for (i, c) in g.constants.iter().enumerate().filter(|(i, _)| used.contains(i)) {
-        if c.dtype != Dtype::F32 {
+    let mut packed_ids: Vec<Option<u32>> = vec![None; types.len()];
+    for (i, c) in g.constants.iter().enumerate() {
+        let (p, u) = (packed_uses.contains(&i), unpacked_uses.contains(&i));
+        if (p || u) && c.dtype != Dtype::F32 {
             return Err(err("xnnpack", format!("constant {i} is {:?}", c.dtype)));
         }
-        ids[i] = Some(b.constant(c));
+        if p {
+            packed_ids[i] = Some(b.constant(c, true));
+        }
+        if u {
+            ids[i] = Some(b.constant(c, false));
+        }
     }
     for j in 0..n_in {
         let shape = f32_shape(&types[n_const + j], &format!("input {j}"))?;
@@ -153,9 +227,13 @@ pub fn to_blob(g: &Graph) -> Result<(XnnGraph, Vec<u8>), IrError> {
         let Node::Op { op, args } = n else {
             return Err(err("xnnpack", format!("node {i} is not a CPU op")));
         };
+        let pos = packed_positions(op, args, &types);
         let arg = |k: usize| -> Result<u32, IrError> {
             args.get(k)
-                .and_then(|a| ids.get(*a).copied().flatten())
+                .and_then(|a| {
+                    let packed = pos.contains(&k).then(|| packed_ids.get(*a).copied().flatten()).flatten();
+                    packed.or_else(|| ids.get(*a).copied().flatten())
+                })
                 .ok_or_else(|| err("xnnpack", format!("node {i} arg {k}")))
         };
         let shape_of = |k: usize| -> Result<Vec<usize>, IrError> {
@@ -202,13 +280,13 @@ pub fn to_blob(g: &Graph) -> Result<(XnnGraph, Vec<u8>), IrError> {
                     _ => (arg(1)?, arg(2)?, Some(0), FLAG_TRANSPOSE_WEIGHTS),
                 };
                 let wshape = shape_of(if matches!(op, Op::Addmm) { 2 } else { 1 })?;
-                let n_out_ch = if flags == 0 { wshape.first() } else { wshape.get(1) }
-                    .copied()
-                    .ok_or_else(|| err("xnnpack", format!("node {i}: filter of rank {}", wshape.len())))?;
+                if wshape.len() != 2 {
+                    return Err(err("xnnpack", format!("node {i}: filter of rank {}", wshape.len())));
+                }
                 let out = new_value(&mut b, r)?;
                 match bias {
                     None => fc(&mut b, x, w, INVALID_ID, out, flags),
-                    Some(k) if shape_of(k)? == [n_out_ch] => fc(&mut b, x, w, arg(k)?, out, flags),
+                    Some(k) if fc_bias_ok(op, args, &types) => fc(&mut b, x, w, arg(k)?, out, flags),
                     Some(k) => {
                         // A bias that is not one row: FullyConnected, then an Add.
                         let shape = f32_shape(&types[r], "fully connected")?;
@@ -297,5 +375,5 @@ pub fn to_blob(g: &Graph) -> Result<(XnnGraph, Vec<u8>), IrError> {
         mem_buffer_sizes: None,
         constant_data: Some(b.constant_data),
     };
-    Ok((graph, b.region))
+    Ok(Blob { graph, region: b.region, named: b.named })
 }

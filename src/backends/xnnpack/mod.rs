@@ -15,7 +15,7 @@ pub mod lower;
 
 use crate::fault::Fault;
 use crate::ir::infer::IrError;
-use crate::ir::{Graph, LoweredModule};
+use crate::ir::{Graph, LoweredModule, NamedBlob};
 use crate::program::{CompileSpec, ScalarType};
 use crate::runtime::frame::{OpError, OpResult};
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
@@ -26,18 +26,25 @@ use std::collections::BTreeMap;
 /// Registry id (ExecuTorch's).
 pub const ID: &str = xnnpack::BACKEND_ID;
 
-/// Preprocess: the lowered module for `g`, an XNNPACK blob with its constants inside.
-/// `fault` is accepted for symmetry with the other backends; no seeded bug lives here.
-pub fn lower(g: Graph, compile_specs: Vec<(String, Vec<u8>)>, _fault: Option<Fault>) -> Result<LoweredModule, IrError> {
-    let (graph, constants) = lower::to_blob(&g)?;
-    Ok(LoweredModule {
+/// Preprocess: the lowered module for `g` (an XNNPACK blob with its FullyConnected weights
+/// inside) and the named data its other constants need in the program (`lower`'s module
+/// comment says why). `fault` is accepted for symmetry with the other backends; no seeded bug
+/// lives here.
+pub fn lower(
+    g: Graph,
+    compile_specs: Vec<(String, Vec<u8>)>,
+    _fault: Option<Fault>,
+) -> Result<(LoweredModule, Vec<NamedBlob>), IrError> {
+    let blob = lower::to_blob(&g)?;
+    let m = LoweredModule {
         backend: ID.into(),
         graph: g,
-        processed: xnnpack::write(&graph, &constants),
+        processed: xnnpack::write(&blob.graph, &blob.region),
         compile_specs: compile_specs.into_iter().map(|(k, v)| (k, crate::ir::HexBytes(v))).collect(),
         share_handle_across_calls: true,
         scratch_specs: vec![],
-    })
+    };
+    Ok((m, blob.named))
 }
 
 /// A loaded blob ready to run.
