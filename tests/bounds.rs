@@ -1,6 +1,6 @@
 //! The tolerance model (`ir::bound`): what it allows for summation order and nothing more.
 
-use ptecheck::ir::bound::{Bound, of_op, ulp};
+use ptecheck::ir::bound::{Bound, SIN_COS_RANGE, approximate, of_op, ulp};
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::eval::{Data, Tensor, Val, eval_op, run_method};
 use ptecheck::ir::{IrMethod, IrProgram, Node, Op};
@@ -88,4 +88,46 @@ fn a_cond_on_a_predicate_that_may_flip_says_nothing_of_its_result() {
     // With values far from the edge the decision is certain and the branch's result exact.
     let r = run_method(&p, "forward", &[f(&[1, 3], &[1.0, 2.0, 3.0])]).expect("runs");
     assert_eq!(r.bounds[0], Bound::Exact);
+}
+
+/// The bound of `op` inside an approximating backend (XNNPACK).
+fn approx(op: Op, args: &[Val], errs: &[Bound]) -> Bound {
+    let a: Vec<&Val> = args.iter().collect();
+    let out = eval_op(&op, &a, "t").expect("evaluates");
+    let e: Vec<&Bound> = errs.iter().collect();
+    approximate(&op, &a, &e, &out, of_op(&op, &a, &e, &out))
+}
+
+#[test]
+fn inside_xnnpack_subnormals_may_be_flushed() {
+    // x + x with a subnormal x: the eager sum is 2x; XNNPACK (denormals-are-zero) gives 0.
+    let tiny = f32::from_bits(0x0020_0000); // about 2.9e-39, subnormal
+    let x = f(&[2], &[tiny, 1.0]);
+    let Bound::Abs(b) = approx(Op::Add, &[x.clone(), x.clone()], &[Bound::Exact, Bound::Exact]) else {
+        panic!("bounded")
+    };
+    assert!(b[0] >= 2.0 * f64::from(tiny), "{}", b[0]);
+    assert_eq!(b[1], 0.0, "normal elements stay exact");
+    // The same op outside XNNPACK is exact.
+    assert_eq!(bound(Op::Add, &[x.clone(), x], &[Bound::Exact, Bound::Exact]), Bound::Exact);
+}
+
+#[test]
+fn inside_xnnpack_sin_is_approximate_and_unconstrained_beyond_its_range() {
+    let x = f(&[3], &[1.0, 1.0e8, (SIN_COS_RANGE * 2.0) as f32]);
+    let Bound::Abs(b) = approx(Op::Sin, &[x], &[Bound::Exact]) else { panic!("bounded") };
+    assert!(b[0] > 0.0 && b[0] < 1e-6, "{}", b[0]);
+    // Measured: about 1.5e-12 per unit of |x| (2.5e-4 at 1.7e8).
+    assert!(b[1] > 1e8 * 1.5e-12 && b[1] < 1e-2, "{}", b[1]);
+    assert!(b[2].is_infinite(), "XNNPACK's sin beyond 2^28 is not sin: {}", b[2]);
+}
+
+#[test]
+fn an_infinite_operand_times_an_uncertain_one_is_unbounded_not_exact() {
+    // inf * y with y uncertain: inf * 0 in the propagation formula is NaN, which must count as
+    // "anything" (it once read as 0 and hid a real difference).
+    let x = f(&[1], &[f32::INFINITY]);
+    let y = f(&[1], &[2.0]);
+    let Bound::Abs(b) = bound(Op::Mul, &[x, y], &[Bound::Exact, Bound::Abs(vec![0.5])]) else { panic!("bounded") };
+    assert!(b[0].is_infinite(), "{}", b[0]);
 }

@@ -309,8 +309,14 @@ fn campaign_json_has_the_documented_members_and_exit_codes() {
 fn inspect_lists_xnnpack_blob_values_nodes_and_constants() {
     let out = bin().args(["inspect", &corpus("xnn_single_partition")]).output().expect("runs");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("xnnpack XN01 (header: flatbuffer 32+1144, constants 1184+0); 7 values, 2 nodes, 4 constants"), "{text}");
-    assert!(text.contains("node 0: XNNFullyConnected(input1=0, filter=1, bias=2 -> 3) flags 0x0 clamp [0, inf]"), "{text}");
+    assert!(
+        text.contains("xnnpack XN01 (header: flatbuffer 32+1144, constants 1184+0); 7 values, 2 nodes, 4 constants"),
+        "{text}"
+    );
+    assert!(
+        text.contains("node 0: XNNFullyConnected(input1=0, filter=1, bias=2 -> 3) flags 0x0 clamp [0, inf]"),
+        "{text}"
+    );
     assert!(text.contains("value 6: id 6 Fp32 [2, 4] external output 1"), "{text}");
     assert!(text.contains("constant 4: named \"1b26f8bd"), "{text}");
     let out = bin().args(["inspect", "--json", &corpus("xnn_single_partition")]).output().expect("runs");

@@ -120,6 +120,30 @@ fn a_hang_is_cut_at_the_deadline_and_the_runner_restarts() {
 }
 
 #[test]
+fn a_hung_runner_is_killed_with_everything_its_shell_started() {
+    // The shell starts a sleeper in the background, then the runner (not exec'd): killing only
+    // the shell would leave both running.
+    let dir = tmp("group");
+    let pidfile = dir.join("sleeper.pid");
+    let cmd = format!(
+        "sleep 600 & echo $! > {}; {} runner --chaos hang-on:1",
+        pidfile.display(),
+        env!("CARGO_BIN_EXE_ptecheck")
+    );
+    let mut cfg = RunnerConfig::new(cmd);
+    cfg.request_timeout = Duration::from_millis(500);
+    let mut r = Runner::start(cfg).expect("starts");
+    let req = request(&mut r, "cpu_add_mul");
+    assert_eq!(r.run(&[req]).iter().map(Outcome::class).collect::<Vec<_>>(), ["hung"]);
+    let pid = std::fs::read_to_string(&pidfile).expect("pid written").trim().to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    // Gone, or a zombie nobody reaped (a container's init may not reap orphans).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = state.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).is_some_and(|st| st != "Z");
+    assert!(!running, "the sleeper {pid} started by the runner's shell survived: {state}");
+}
+
+#[test]
 fn garbage_is_recorded_and_the_runner_restarts() {
     let (c, starts) = classes("garbage-on:2", 3, Duration::from_secs(10));
     assert_eq!(c, vec!["ok", "garbage", "ok"]);
@@ -167,4 +191,23 @@ fn a_campaign_against_a_crashing_runner_finishes_and_counts_the_crashes() {
     assert_eq!(r.cases, 12, "every case was run");
     assert!(r.crashes >= 1 && r.runner_starts >= 2, "{r:?}");
     assert_eq!(r.mismatch, 0);
+}
+
+#[test]
+fn non_finite_float_scalars_and_elements_survive_the_corpus_encoding() {
+    use ptecheck::runtime::io::{from_json, to_json};
+    use ptecheck::runtime::{HostTensor, HostValue};
+    for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1.5] {
+        let v = to_json(&HostValue::Double(x));
+        // Non-finite floats are the strings the ExecuTorch runner writes, not JSON null.
+        if !x.is_finite() {
+            assert!(v["value"].is_string(), "{v}");
+        }
+        let HostValue::Double(back) = from_json(&v, "v").expect("decodes") else { panic!("kind") };
+        assert!(back.to_bits() == x.to_bits() || (x.is_nan() && back.is_nan()), "{x} -> {v} -> {back}");
+    }
+    let t = HostValue::Tensor(HostTensor::f32(vec![3], &[f32::NAN, f32::NEG_INFINITY, -0.0]));
+    let v = to_json(&t);
+    assert_eq!(v["values"], serde_json::json!(["NaN", "-inf", -0.0]));
+    assert_eq!(from_json(&v, "v").expect("decodes"), t);
 }

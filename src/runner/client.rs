@@ -158,9 +158,12 @@ struct Proc {
 
 impl Proc {
     fn spawn(command: &str) -> Result<Proc, StartError> {
+        use std::os::unix::process::CommandExt;
+        // Its own process group: killing the runner kills everything `sh -c` started.
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(command)
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -213,7 +216,16 @@ impl Proc {
         self.stderr.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
     }
 
+    /// Kills the runner's whole process group (the shell and whatever it started), then reaps
+    /// the shell.
     fn kill(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -52,17 +52,27 @@ pub fn dtype_from_name(s: &str) -> Option<ScalarType> {
     })
 }
 
+/// A float in the corpus encoding: a JSON number, or `"NaN"`, `"inf"`, `"-inf"`.
+fn float_json(x: f64) -> Value {
+    if x.is_finite() { json!(x) } else { json!(x.to_string()) }
+}
+
+/// A float from the corpus encoding (a number, or a string such as `"NaN"` or `"-inf"`).
+fn float_from(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.parse::<f64>().ok(),
+        _ => None,
+    }
+}
+
 /// Encodes a value in the corpus encoding.
 pub fn to_json(v: &HostValue) -> Value {
     match v {
         HostValue::Tensor(t) => {
             let values: Vec<Value> = match t.dtype {
                 ScalarType::BOOL => t.data.iter().map(|b| json!(*b != 0)).collect(),
-                d if is_float(d) => t
-                    .to_f64()
-                    .into_iter()
-                    .map(|x| if x.is_finite() { json!(x) } else { json!(x.to_string()) })
-                    .collect(),
+                d if is_float(d) => t.to_f64().into_iter().map(float_json).collect(),
                 _ => super::value::decode_i64(t.dtype, &t.data)
                     .unwrap_or_default()
                     .into_iter()
@@ -73,7 +83,7 @@ pub fn to_json(v: &HostValue) -> Value {
         }
         HostValue::Int(i) => json!({"kind": "int", "value": i}),
         HostValue::Bool(b) => json!({"kind": "bool", "value": b}),
-        HostValue::Double(d) => json!({"kind": "float", "value": d}),
+        HostValue::Double(d) => json!({"kind": "float", "value": float_json(*d)}),
         HostValue::None => json!({"kind": "none"}),
     }
 }
@@ -108,15 +118,7 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
                 let f: Vec<f64> = values
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| match x {
-                        Value::Number(n) => {
-                            n.as_f64().ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), "not a number"))
-                        }
-                        Value::String(s) => {
-                            s.parse::<f64>().map_err(|_| ioerr(&format!("{path}.values[{i}]"), "not a number"))
-                        }
-                        _ => Err(ioerr(&format!("{path}.values[{i}]"), "not a number")),
-                    })
+                    .map(|(i, x)| float_from(x).ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), "not a number")))
                     .collect::<Result<_, _>>()?;
                 encode_f64(dtype, &f).map_err(|_| ioerr(path, "cannot encode"))?
             } else {
@@ -145,7 +147,7 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
             .ok_or_else(|| ioerr(path, "`value` is not a bool")),
         "float" => v
             .get("value")
-            .and_then(Value::as_f64)
+            .and_then(float_from)
             .map(HostValue::Double)
             .ok_or_else(|| ioerr(path, "`value` is not a number")),
         "none" => Ok(HostValue::None),
