@@ -1,12 +1,17 @@
-//! Campaign throughput (`cargo bench --bench campaign`): programs checked per second on one
-//! core with the default configuration, and the split of time across the stages.
+//! Campaign throughput (`cargo bench --bench campaign`): fully checked programs per second on
+//! one core, with the split of time across stages, for swarm and `--no-swarm` at three program
+//! sizes (default, 2× `max_nodes`, depth 4); then the same campaign on 1 and on 2 jobs, side by
+//! side. `CASES` sets the cases per row (default 2000); `SIZES=default` keeps only the first rows.
 
-use ptecheck::oracle::campaign::{CampaignOptions, run};
+use ptecheck::generator::GenConfig;
 
-fn main() {
-    let cases = std::env::var("CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(3000);
-    let r = run(&CampaignOptions { cases, seed: 1, stop_on_failure: false, ..CampaignOptions::default() });
-    assert_eq!(r.failures, 0, "the benchmark campaign must be clean");
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use ptecheck::oracle::campaign::{CampaignOptions, CampaignResult, run};
+
+fn row(label: &str, opts: &CampaignOptions) -> CampaignResult {
+    let r = run(opts);
+    assert_eq!(r.failures, 0, "the benchmark campaign must be clean ({label})");
     let t = &r.timings;
     let stages = [
         ("gen", r.generate),
@@ -17,10 +22,43 @@ fn main() {
         ("execute", t.execute),
         ("eager", t.eager),
         ("compare", t.compare),
+        ("negative", t.negative),
     ];
     let total: f64 = stages.iter().map(|(_, d)| d.as_secs_f64()).sum();
-    println!("{} cases in {:.2} s: {:.0} programs/s (one thread)", r.cases, r.elapsed_seconds, r.programs_per_second);
-    for (name, d) in stages {
-        println!("  {name:<8} {:>8.3} s  {:>5.1} %", d.as_secs_f64(), 100.0 * d.as_secs_f64() / total.max(1e-9));
+    let split: Vec<String> =
+        stages.iter().map(|(name, d)| format!("{name} {:.0}%", 100.0 * d.as_secs_f64() / total.max(1e-9))).collect();
+    println!(
+        "{label:<28} jobs {} {:>6} cases {:>7.2} s {:>8.0} programs/s {:>8.1} µs/case  [{}]",
+        opts.jobs,
+        r.cases,
+        r.elapsed_seconds,
+        r.programs_per_second,
+        1e6 * r.elapsed_seconds / r.cases.max(1) as f64,
+        split.join(", ")
+    );
+    r
+}
+
+fn main() {
+    let cases = std::env::var("CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000);
+    let only_default = std::env::var("SIZES").is_ok_and(|s| s == "default");
+    let base = CampaignOptions { cases, seed: 1, stop_on_failure: false, jobs: 1, ..CampaignOptions::default() };
+    let default = GenConfig::default();
+    let sizes = [
+        ("default", default.clone()),
+        ("2x max_nodes", GenConfig { max_nodes: default.max_nodes * 2, ..default.clone() }),
+        ("depth 4, 2x max_nodes", GenConfig { max_depth: 4, max_nodes: default.max_nodes * 2, ..default.clone() }),
+    ];
+    println!("one core:");
+    for (i, (name, config)) in sizes.iter().enumerate() {
+        if only_default && i > 0 {
+            break;
+        }
+        row(&format!("swarm, {name}"), &CampaignOptions { config: config.clone(), ..base.clone() });
+        row(&format!("no-swarm, {name}"), &CampaignOptions { config: config.clone(), swarm: false, ..base.clone() });
     }
+    println!("jobs (no-swarm, default size):");
+    let one = row("no-swarm, 1 job", &CampaignOptions { swarm: false, ..base.clone() });
+    let two = row("no-swarm, 2 jobs", &CampaignOptions { swarm: false, jobs: 2, ..base.clone() });
+    println!("jobs 2 vs 1: {:.2}x", two.programs_per_second / one.programs_per_second.max(1e-9));
 }

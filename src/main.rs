@@ -3,6 +3,11 @@
 #![forbid(unsafe_code)]
 
 use clap::{Args, Parser, Subcommand};
+
+/// The campaign allocates many small short-lived objects; mimalloc serves them faster than the
+/// system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use ptecheck::fault::Fault;
 use ptecheck::format::{self, LoadedProgram};
 use ptecheck::runtime::{HostValue, Runtime, RuntimeError, Session, Trace, io};
@@ -82,6 +87,18 @@ enum Command {
     Gen(GenArgs),
     /// Serve the runner protocol (docs/runner-protocol.md) from the reference runtime.
     Runner(RunnerArgs),
+    /// Merge `campaign --json` reports of shards into one (counts, features, failures).
+    MergeReports(MergeArgs),
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// Reports written by `campaign --json`.
+    #[arg(required = true)]
+    reports: Vec<PathBuf>,
+    /// Print the merged report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -186,6 +203,13 @@ struct CampaignArgs {
     /// Keep going after the first failure (report counts; shrink the first).
     #[arg(long)]
     keep_going: bool,
+    /// Worker threads (0: one per core). The report is the same for any number.
+    #[arg(long, short = 'j', default_value_t = 0)]
+    jobs: usize,
+    /// Write the first failure (shrunk) as a reproducer folder, and the list of failing
+    /// cases, into DIR.
+    #[arg(long, value_name = "DIR", conflicts_with = "runner")]
+    save_failures: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -616,6 +640,7 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         fault: a.fault,
         only_case: a.case,
         stop_on_failure: !a.keep_going,
+        jobs: a.jobs,
         ..CampaignOptions::default()
     };
     let bar = bar(!a.json && std::io::stderr().is_terminal());
@@ -630,12 +655,29 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         }
     });
     bar.finish_and_clear();
+    if let Some(dir) = &a.save_failures {
+        for folder in ptecheck::oracle::reports::save_failures(&opts, &r, dir)? {
+            eprintln!("reproducer: {}", folder.display());
+        }
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     } else {
         print_campaign(&r);
     }
     Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+fn merge_reports(a: MergeArgs) -> CmdResult {
+    use ptecheck::oracle::reports::{merge, read_report};
+    let reports = a.reports.iter().map(|p| read_report(p)).collect::<Result<Vec<_>, _>>()?;
+    let m = merge(&reports)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
+    } else {
+        print_campaign(&m);
+    }
+    Ok(if m.failures > 0 { Exit::Failed } else { Exit::Ok })
 }
 
 fn differential(
@@ -766,8 +808,8 @@ fn runner(a: RunnerArgs) -> CmdResult {
 
 fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
     println!(
-        "cases {}  failures {}  {:.1} programs/s  ({:.1} s)",
-        r.cases, r.failures, r.programs_per_second, r.elapsed_seconds
+        "cases {}  failures {}  {:.1} programs/s  ({:.1} s, {} jobs)",
+        r.cases, r.failures, r.programs_per_second, r.elapsed_seconds, r.jobs
     );
     println!("invariants checked:");
     for (k, v) in &r.invariants {
@@ -793,6 +835,12 @@ fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
         t.compare.as_secs_f64(),
         t.negative.as_secs_f64()
     );
+    if r.failing_cases.len() > 1 {
+        println!("failing cases:");
+        for c in &r.failing_cases {
+            println!("  seed {} case {}: {}  ({})", c.seed, c.case, c.invariant, c.command);
+        }
+    }
     if let Some(f) = &r.failure {
         println!(
             "\nFAILURE at seed {} case {} (shrunk from {} to {} nodes)",
@@ -844,6 +892,7 @@ fn main() -> ExitCode {
         Command::Mutants(a) => mutants(a),
         Command::Gen(a) => gen_corpus(a),
         Command::Runner(a) => runner(a),
+        Command::MergeReports(a) => merge_reports(a),
     };
     match result {
         Ok(e) => e.code(),

@@ -73,13 +73,13 @@ pub fn parse(blob: &[u8]) -> OpResult<Vec<DemoEntry>> {
                 target = Some(t);
             } else if let Some(k) = field.strip_prefix("numel:") {
                 numel = k.parse::<usize>().ok();
-            } else if let Some(d) = field.strip_prefix("dtype:") {
-                if d != "torch.float32" {
-                    return Err(OpError::new(
-                        ErrorCode::NotSupported,
-                        format!("entry {i}: dtype {d} (only torch.float32)"),
-                    ));
-                }
+            } else if let Some(d) = field.strip_prefix("dtype:")
+                && d != "torch.float32"
+            {
+                return Err(OpError::new(
+                    ErrorCode::NotSupported,
+                    format!("entry {i}: dtype {d} (only torch.float32)"),
+                ));
             }
         }
         let op = match target {

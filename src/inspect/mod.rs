@@ -30,10 +30,10 @@ pub fn segment_users(loaded: &LoadedProgram<'_>) -> Vec<Vec<String>> {
     }
     for plan in p.plans() {
         for (i, d) in plan.delegate_list().iter().enumerate() {
-            if let Some(r) = d.processed {
-                if r.location == DataLocation::SEGMENT {
-                    add(r.index as usize, format!("delegate:{}[{i}]", plan.name_str()));
-                }
+            if let Some(r) = d.processed
+                && r.location == DataLocation::SEGMENT
+            {
+                add(r.index as usize, format!("delegate:{}[{i}]", plan.name_str()));
             }
         }
     }
@@ -54,10 +54,10 @@ pub fn delegate_call_sites(loaded: &LoadedProgram<'_>) -> Vec<Vec<Vec<(usize, us
             let mut sites = vec![Vec::new(); plan.delegate_list().len()];
             for (ci, chain) in plan.chain_list().iter().enumerate() {
                 for (ii, ins) in chain.instruction_list().iter().enumerate() {
-                    if let Instruction::DelegateCall(d) = ins {
-                        if let Some(s) = usize::try_from(d.delegate_index).ok().and_then(|i| sites.get_mut(i)) {
-                            s.push((ci, ii));
-                        }
+                    if let Instruction::DelegateCall(d) = ins
+                        && let Some(s) = usize::try_from(d.delegate_index).ok().and_then(|i| sites.get_mut(i))
+                    {
+                        s.push((ci, ii));
                     }
                 }
             }

@@ -55,7 +55,7 @@ fn at(path: &str, detail: impl Into<String>) -> SavedError {
 pub fn load(text: &str) -> Result<IrProgram, SavedError> {
     let raw: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| at("$", format!("not JSON: {e} (line {}, column {})", e.line(), e.column())))?;
-    let v: VersionOnly = serde_json::from_value(raw.clone()).map_err(|e| at("$", e.to_string()))?;
+    let v = VersionOnly::deserialize(&raw).map_err(|e| at("$", e.to_string()))?;
     let version = v.schema_version.ok_or_else(|| at("$.schema_version", "missing"))?;
     let (major, minor): (u32, u32) =
         serde_json::from_value(version).map_err(|e| at("$.schema_version", format!("must be [major, minor]: {e}")))?;

@@ -11,7 +11,8 @@ use crate::ir::saved;
 use arbitrary::Unstructured;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
-use serde::Serialize;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,8 @@ pub struct CampaignOptions {
     pub shrink: bool,
     /// Most shrink attempts.
     pub shrink_budget: usize,
+    /// Worker threads (0: one per core). The report does not depend on it.
+    pub jobs: usize,
 }
 
 impl Default for CampaignOptions {
@@ -56,12 +59,13 @@ impl Default for CampaignOptions {
             stop_on_failure: true,
             shrink: true,
             shrink_budget: 400,
+            jobs: 0,
         }
     }
 }
 
 /// Everything needed to reproduce a failure.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Reproduction {
     /// The invariant the case failed first (the one shrinking preserved).
     pub invariant: String,
@@ -88,7 +92,7 @@ pub struct Reproduction {
 }
 
 /// Campaign outcome.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CampaignResult {
     /// Cases run.
     pub cases: u64,
@@ -104,6 +108,10 @@ pub struct CampaignResult {
     pub failure: Option<Reproduction>,
     /// Index of the first failing case.
     pub first_failing_case: Option<u64>,
+    /// The failing cases, in case order (at most [`MAX_LISTED_FAILURES`]).
+    pub failing_cases: Vec<FailingCase>,
+    /// Worker threads used.
+    pub jobs: usize,
     /// Wall time.
     pub elapsed_seconds: f64,
     /// Time per stage, including generation.
@@ -222,47 +230,130 @@ pub struct Progress {
     pub failures: u64,
 }
 
+/// Failing cases listed in a report beyond the first (the count covers all of them).
+pub const MAX_LISTED_FAILURES: usize = 100;
+
+/// One failing case, as listed in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingCase {
+    /// Campaign seed.
+    pub seed: u64,
+    /// Case index.
+    pub case: u64,
+    /// The first invariant it failed.
+    pub invariant: String,
+    /// The command that replays it.
+    pub command: String,
+}
+
+/// Cases checked in parallel between two in-order merges. Fixed, so that the cases a run
+/// checks before it stops do not depend on the number of jobs.
+const BLOCK: usize = 64;
+
+/// What checking one case left, kept until it is merged in case order.
+struct CaseOutcome {
+    case: u64,
+    features: Vec<String>,
+    report: Report,
+    generate: Duration,
+    /// The case's input and configuration, kept only when it failed.
+    failed: Option<(Vec<u8>, GenConfig, Generated)>,
+}
+
+fn check_one(opts: &CampaignOptions, case: u64) -> CaseOutcome {
+    let cfg = case_config(opts, case);
+    let bytes = case_input(opts.seed, case);
+    let check = check_options(opts, case);
+    let t = Instant::now();
+    let g = generate(&cfg, &mut Unstructured::new(&bytes), check.fault);
+    let generate = t.elapsed();
+    let report = check_case(&g, &check);
+    let features = g.features.iter().cloned().collect();
+    let failed = (!report.ok()).then_some((bytes, cfg, g));
+    CaseOutcome { case, features, report, generate, failed }
+}
+
+/// The command that replays case `case` of this campaign.
+pub fn replay_command(opts: &CampaignOptions, case: u64) -> String {
+    let mut command = format!("ptecheck campaign --seed {} --case {case}", opts.seed);
+    if let Some(p) = &opts.config_path {
+        command.push_str(&format!(" --config {p}"));
+    }
+    if !opts.swarm {
+        command.push_str(" --no-swarm");
+    }
+    if let Some(f) = opts.fault {
+        command.push_str(&format!(" --fault {}", f.name()));
+    }
+    command
+}
+
+/// The worker count `jobs` stands for (0: one per core).
+pub fn effective_jobs(jobs: usize) -> usize {
+    if jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { jobs }
+}
+
 /// Runs a campaign, calling `on_case` after every case (the CLI draws its progress bar there).
+///
+/// Cases run on `opts.jobs` threads in blocks of [`BLOCK`]; outcomes are merged in case order,
+/// so counts, features and the first failure are the same for any number of jobs.
 pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> CampaignResult {
     let start = Instant::now();
+    let jobs = effective_jobs(opts.jobs);
     let (shard, shards) = (opts.shard.0, opts.shard.1.max(1));
-    let cases: Vec<u64> = match opts.only_case {
-        Some(c) => vec![c],
-        None => (0..opts.cases).filter(|c| c % shards == shard).collect(),
+    let (mut cases, total): (Box<dyn Iterator<Item = u64>>, u64) = match opts.only_case {
+        Some(c) => (Box::new(std::iter::once(c)), 1),
+        None => {
+            let total = opts.cases / shards + u64::from(shard < opts.cases % shards);
+            (Box::new((0..opts.cases).filter(move |c| c % shards == shard)), total)
+        }
     };
-    let total = cases.len() as u64;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().ok();
     let mut invariants: BTreeMap<String, usize> = Invariant::all().iter().map(|i| (i.name().to_string(), 0)).collect();
     let mut features: BTreeMap<String, usize> = BTreeMap::new();
     let mut timings = Timings::default();
     let mut gen_time = Duration::ZERO;
     let mut failures = 0u64;
+    let mut failing_cases = Vec::new();
     let mut first: Option<(u64, Vec<u8>, GenConfig, Report, Generated)> = None;
     let mut ran = 0u64;
-    for case in cases {
-        let cfg = case_config(opts, case);
-        let bytes = case_input(opts.seed, case);
-        let check = check_options(opts, case);
-        let t = Instant::now();
-        let g = generate(&cfg, &mut Unstructured::new(&bytes), check.fault);
-        gen_time += t.elapsed();
-        let report = check_case(&g, &check);
-        ran += 1;
-        for f in &g.features {
-            *features.entry(f.clone()).or_default() += 1;
-        }
-        for (k, v) in &report.checked {
-            *invariants.entry(k.clone()).or_default() += v;
-        }
-        timings.add(&report.timings);
-        if !report.ok() {
-            failures += 1;
-            if first.is_none() {
-                first = Some((case, bytes, cfg, report, g));
-            }
-        }
-        on_case(Progress { done: ran, total, failures });
-        if failures > 0 && opts.stop_on_failure {
+    'blocks: loop {
+        let block: Vec<u64> = cases.by_ref().take(BLOCK).collect();
+        if block.is_empty() {
             break;
+        }
+        let outcomes: Vec<CaseOutcome> = match &pool {
+            Some(pool) => pool.install(|| block.par_iter().map(|&case| check_one(opts, case)).collect()),
+            None => block.iter().map(|&case| check_one(opts, case)).collect(),
+        };
+        for o in outcomes {
+            ran += 1;
+            gen_time += o.generate;
+            for f in o.features {
+                *features.entry(f).or_default() += 1;
+            }
+            for (k, v) in &o.report.checked {
+                *invariants.entry(k.clone()).or_default() += v;
+            }
+            timings.add(&o.report.timings);
+            if let Some((bytes, cfg, g)) = o.failed {
+                failures += 1;
+                if failing_cases.len() < MAX_LISTED_FAILURES {
+                    failing_cases.push(FailingCase {
+                        seed: opts.seed,
+                        case: o.case,
+                        invariant: o.report.first_invariant().unwrap_or_default().to_string(),
+                        command: replay_command(opts, o.case),
+                    });
+                }
+                if first.is_none() {
+                    first = Some((o.case, bytes, cfg, o.report, g));
+                }
+            }
+            on_case(Progress { done: ran, total, failures });
+            if failures > 0 && opts.stop_on_failure {
+                break 'blocks;
+            }
         }
     }
     let elapsed = start.elapsed();
@@ -271,21 +362,11 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
         let inv = report.failures[0].invariant.clone();
         let shrunk = if opts.shrink { shrink(cfg, bytes, &check, &inv, opts.shrink_budget) } else { bytes.clone() };
         let (sg, sr) = run_input(cfg, &shrunk, &check);
-        let mut command = format!("ptecheck campaign --seed {} --case {case}", opts.seed);
-        if let Some(p) = &opts.config_path {
-            command.push_str(&format!(" --config {p}"));
-        }
-        if !opts.swarm {
-            command.push_str(" --no-swarm");
-        }
-        if let Some(f) = opts.fault {
-            command.push_str(&format!(" --fault {}", f.name()));
-        }
         Reproduction {
             invariant: inv.clone(),
             seed: opts.seed,
             case: *case,
-            command,
+            command: replay_command(opts, *case),
             failures: if sr.ok() { report.failures.clone() } else { sr.failures },
             input_hex: hex::encode(&shrunk),
             config: cfg.clone(),
@@ -303,6 +384,8 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
         features,
         failure,
         first_failing_case: first.map(|f| f.0),
+        failing_cases,
+        jobs,
         elapsed_seconds: elapsed.as_secs_f64(),
         timings,
         generate: gen_time,

@@ -353,10 +353,10 @@ pub fn mutate_fields(p: &mut Program, u: &mut Unstructured<'_>) {
                             }
                         }
                     }
-                } else if let crate::program::EValue::IntList(Some(items)) = &mut vals[i] {
-                    if let Some(x) = items.first_mut() {
-                        *x = v;
-                    }
+                } else if let crate::program::EValue::IntList(Some(items)) = &mut vals[i]
+                    && let Some(x) = items.first_mut()
+                {
+                    *x = v;
                 }
             }
             FirstSegmentOffset | LastSegmentSize | LastConstantOffset => {}

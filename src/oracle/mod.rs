@@ -18,6 +18,7 @@ pub mod lifecycle;
 pub mod mutants;
 pub mod negative;
 pub mod replay;
+pub mod reports;
 pub mod structure;
 pub mod values;
 
@@ -32,7 +33,7 @@ use crate::ir::eval::{CallRecord, run_method, sample_inputs};
 use crate::ir::{Graph, IrProgram, saved};
 use crate::runtime::HostValue;
 use lifecycle::{Expect, Rig};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -58,7 +59,7 @@ impl Default for CheckOptions {
 }
 
 /// One violated invariant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
     /// Invariant name (see [`Invariant::name`]).
     pub invariant: String,
@@ -67,7 +68,7 @@ pub struct Failure {
 }
 
 /// Time spent per stage.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Timings {
     /// Emission.
     pub emit: Duration,
@@ -274,7 +275,9 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
             r.timings.compare += start.elapsed();
             if opts.negative {
                 let start = Instant::now();
-                negative::check(&loaded, pi, &rig, &format!("share={share}"), &mut r);
+                let sample =
+                    opts.inject_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((pi as u64) << 1) ^ u64::from(share);
+                negative::check(&loaded, pi, &rig, sample, &format!("share={share}"), &mut r);
                 r.timings.negative += start.elapsed();
             }
         }

@@ -12,7 +12,8 @@ use super::{Invariant, Report};
 use crate::backends::ledger::LedgerEvent;
 use crate::format::LoadedProgram;
 use crate::program::{EValue, ExecutionPlan, Instruction, Program, SCRATCH_KEY};
-use crate::runtime::{RuntimeError, Trace};
+use crate::runtime::check::{Io, PreparedPlan, Replacement, check_method_with};
+use crate::runtime::{CheckError, RuntimeError, Trace};
 use serde::Serialize;
 use strum::IntoStaticStr;
 
@@ -319,29 +320,130 @@ pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
     out
 }
 
-/// Every corruption of plan `pi` must be rejected at init with zero backend inits (counted by
-/// the backends of `rig`).
-pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, what: &str, r: &mut Report) {
+/// The element a corruption replaces, edited: what [`PreparedPlan::check_replaced`] takes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Patched {
+    /// The edited instruction at `(chain, index)`.
+    Instruction(usize, usize, Instruction),
+    /// The edited value at `index`.
+    Value(usize, EValue),
+    /// A plan input or output naming another value.
+    PlanIo(Io, usize, i32),
+}
+
+impl Patched {
+    /// The replacement it describes.
+    pub fn replacement(&self) -> Replacement<'_> {
+        match self {
+            Patched::Instruction(chain, index, ins) => Replacement::Instruction { chain: *chain, index: *index, ins },
+            Patched::Value(index, value) => Replacement::Value { index: *index, value },
+            Patched::PlanIo(which, position, index) => {
+                Replacement::PlanIo { which: *which, position: *position, index: *index }
+            }
+        }
+    }
+}
+
+impl Corruption {
+    /// The one element of `plan` this corruption replaces, edited, copying only that element
+    /// (`None` when the place does not exist or the edit does not fit it).
+    pub fn patch(&self, plan: &ExecutionPlan) -> Option<Patched> {
+        match self.edit {
+            Edit::PlanInput { position, to } => {
+                plan.inputs.as_ref()?.get(position)?;
+                return Some(Patched::PlanIo(Io::Input, position, to));
+            }
+            Edit::PlanOutput { position, to } => {
+                plan.outputs.as_ref()?.get(position)?;
+                return Some(Patched::PlanIo(Io::Output, position, to));
+            }
+            Edit::ListItem { value, item, to } => {
+                let mut v = plan.value_list().get(value)?.clone();
+                let fits = match &mut v {
+                    EValue::IntList(Some(items)) => items.get_mut(item).map(|x| *x = to).is_some(),
+                    EValue::TensorList(Some(items)) | EValue::OptionalTensorList(Some(items)) => {
+                        items.get_mut(item).map(|x| *x = to as i32).is_some()
+                    }
+                    _ => false,
+                };
+                return fits.then_some(Patched::Value(value, v));
+            }
+            _ => {}
+        }
+        let (c, i) = self.at?;
+        let mut ins = plan.chain_list().get(c)?.instruction_list().get(i)?.clone();
+        apply_edit(&mut ins, self.edit).then_some(Patched::Instruction(c, i, ins))
+    }
+}
+
+/// Every corruption of plan `pi` must be rejected at init with zero backend inits.
+///
+/// Each corruption is checked by the runtime's own per-element checks on the one edited
+/// element ([`PreparedPlan`]), so a method costs time linear in its size. One corruption per
+/// call, picked by `sample` (any class may be drawn), also goes end to end: the whole program
+/// copied and edited, the method loaded by the runtime, rejected at init with no backend
+/// `init` (counted by the backends of `rig`), and the runtime's full check giving exactly the
+/// errors the per-element check gave.
+pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, sample: u64, what: &str, r: &mut Report) {
     let Some(plan) = loaded.program.plans().get(pi) else { return };
     let name = plan.name_str().to_string();
-    for c in corruptions(plan, pi) {
-        let mut corrupt = loaded.clone();
-        if !c.apply(&mut corrupt.program) {
-            continue;
+    let mut prepared = match PreparedPlan::new(loaded, pi, rig.rt.fault) {
+        Ok(p) => p,
+        Err(errors) => {
+            let first = errors.first().map(ToString::to_string).unwrap_or_default();
+            return r
+                .fail(Invariant::Negative, format!("{what}: {name} does not pass the init checks itself: {first}"));
         }
-        rig.ledger.clear();
-        let result = rig.rt.load_method(&corrupt, &name, None, &Trace::default());
-        let inits = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
-        r.check(Invariant::Negative, matches!(result, Err(RuntimeError::Check(_))) && inits == 0, || {
-            format!(
-                "{what}: {} ({}): {} with {inits} backend inits",
-                c.describe(&loaded.program),
-                c.class.name(),
-                match &result {
-                    Ok(_) => "accepted".to_string(),
-                    Err(e) => format!("rejected late ({e})"),
-                }
-            )
+    };
+    let all = corruptions(plan, pi);
+    let pick = (sample % all.len().max(1) as u64) as usize;
+    for (k, c) in all.iter().enumerate() {
+        let Some(patched) = c.patch(plan) else { continue };
+        let errors = prepared.check_replaced(patched.replacement());
+        r.check(Invariant::Negative, !errors.is_empty(), || {
+            format!("{what}: {} ({}): accepted by the init checks", c.describe(&loaded.program), c.class.name())
         });
+        if k == pick {
+            end_to_end(loaded, c, &errors, &name, rig, what, r);
+        }
     }
+}
+
+/// One corruption through the whole runtime: copied program, `load_method`, backend ledger.
+fn end_to_end(
+    loaded: &LoadedProgram<'_>,
+    c: &Corruption,
+    errors: &[CheckError],
+    name: &str,
+    rig: &Rig,
+    what: &str,
+    r: &mut Report,
+) {
+    let mut corrupt = loaded.clone();
+    if !c.apply(&mut corrupt.program) {
+        return r
+            .fail(Invariant::Negative, format!("{what}: {} does not apply to a copy", c.describe(&loaded.program)));
+    }
+    let full = check_method_with(&corrupt, c.plan, rig.rt.fault);
+    r.check(Invariant::Negative, full == errors, || {
+        format!(
+            "{what}: {} ({}): the per-element check gives {errors:?}, the whole-method check {full:?}",
+            c.describe(&loaded.program),
+            c.class.name()
+        )
+    });
+    rig.ledger.clear();
+    let result = rig.rt.load_method(&corrupt, name, None, &Trace::default());
+    let inits = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
+    r.check(Invariant::Negative, matches!(result, Err(RuntimeError::Check(_))) && inits == 0, || {
+        format!(
+            "{what}: {} ({}): {} with {inits} backend inits",
+            c.describe(&loaded.program),
+            c.class.name(),
+            match &result {
+                Ok(_) => "accepted".to_string(),
+                Err(e) => format!("rejected late ({e})"),
+            }
+        )
+    });
 }

@@ -23,10 +23,10 @@ pub fn call_site_counts(plan: &ExecutionPlan) -> Vec<usize> {
     let mut counts = vec![0usize; plan.delegate_list().len()];
     for chain in plan.chain_list() {
         for ins in chain.instruction_list() {
-            if let Instruction::DelegateCall(d) = ins {
-                if let Some(c) = usize::try_from(d.delegate_index).ok().and_then(|i| counts.get_mut(i)) {
-                    *c += 1;
-                }
+            if let Instruction::DelegateCall(d) = ins
+                && let Some(c) = usize::try_from(d.delegate_index).ok().and_then(|i| counts.get_mut(i))
+            {
+                *c += 1;
             }
         }
     }
@@ -39,6 +39,15 @@ struct Checker<'l, 'a> {
     plan: &'l ExecutionPlan,
     method: String,
     out: Vec<CheckError>,
+    /// Argument count of each entry of the operator table (`None`: unknown operator).
+    arities: Vec<Option<usize>>,
+}
+
+impl<'l, 'a> Checker<'l, 'a> {
+    fn new(loaded: &'l LoadedProgram<'a>, plan: &'l ExecutionPlan, method: String, fault: Option<Fault>) -> Self {
+        let arities = plan.operator_list().iter().map(|o| ops::arity(&o.qualified())).collect();
+        Checker { fault, loaded, plan, method, out: Vec::new(), arities }
+    }
 }
 
 impl Checker<'_, '_> {
@@ -177,93 +186,118 @@ impl Checker<'_, '_> {
     }
 
     fn values(&mut self) {
+        for (i, v) in self.plan.value_list().iter().enumerate() {
+            self.value(i, v);
+        }
+    }
+
+    /// The checks of value `i` when it holds `v`.
+    fn value(&mut self, i: usize, v: &EValue) {
         let values = self.plan.value_list();
-        for (i, v) in values.iter().enumerate() {
-            let method = &self.method;
-            let item_err = |item: usize, index: i64, what: &'static str, code: ErrorCode| CheckError::ListItem {
-                method: method.clone(),
-                value: i,
-                item,
-                index,
-                what,
-                code,
-            };
-            let missing = |what: &str| CheckError::Tensor {
-                method: method.clone(),
-                value: i,
-                what: format!("{what} items are absent"),
-                code: ErrorCode::InvalidProgram,
-            };
-            match v {
-                EValue::Tensor(t) => self.tensor(i, t),
-                EValue::IntList(None) => self.out.push(missing("IntList")),
-                EValue::IntList(Some(items)) => {
-                    if items.len().checked_mul(8).is_none() {
-                        self.out.push(CheckError::Tensor {
-                            method: method.clone(),
-                            value: i,
-                            what: format!("IntList count {} × 8 bytes overflows", items.len()),
-                            code: ErrorCode::InvalidProgram,
-                        });
-                    }
-                    for (k, &x) in items.iter().enumerate() {
-                        if x < 0 || x as u64 >= values.len() as u64 {
-                            self.out.push(item_err(k, x, "out of range", ErrorCode::InvalidProgram));
-                        }
+        let method = &self.method;
+        let item_err = |item: usize, index: i64, what: &'static str, code: ErrorCode| CheckError::ListItem {
+            method: method.clone(),
+            value: i,
+            item,
+            index,
+            what,
+            code,
+        };
+        let missing = |what: &str| CheckError::Tensor {
+            method: method.clone(),
+            value: i,
+            what: format!("{what} items are absent"),
+            code: ErrorCode::InvalidProgram,
+        };
+        match v {
+            EValue::Tensor(t) => self.tensor(i, t),
+            EValue::IntList(None) => self.out.push(missing("IntList")),
+            EValue::IntList(Some(items)) => {
+                if items.len().checked_mul(8).is_none() {
+                    self.out.push(CheckError::Tensor {
+                        method: method.clone(),
+                        value: i,
+                        what: format!("IntList count {} × 8 bytes overflows", items.len()),
+                        code: ErrorCode::InvalidProgram,
+                    });
+                }
+                for (k, &x) in items.iter().enumerate() {
+                    if x < 0 || x as u64 >= values.len() as u64 {
+                        self.out.push(item_err(k, x, "out of range", ErrorCode::InvalidProgram));
                     }
                 }
-                EValue::TensorList(None) => self.out.push(missing("TensorList")),
-                EValue::OptionalTensorList(None) => self.out.push(missing("OptionalTensorList")),
-                EValue::TensorList(Some(items)) | EValue::OptionalTensorList(Some(items)) => {
-                    let optional = matches!(v, EValue::OptionalTensorList(_));
-                    for (k, &x) in items.iter().enumerate() {
-                        let e = if optional && x == -1 {
-                            None
-                        } else if x < 0 || x as usize >= values.len() {
-                            Some(item_err(k, x.into(), "out of range", ErrorCode::InvalidProgram))
-                        } else if x as usize >= i {
-                            Some(item_err(
-                                k,
-                                x.into(),
-                                "refers to a later value (read before it is built)",
-                                ErrorCode::InvalidProgram,
-                            ))
-                        } else if values[x as usize].as_tensor().is_none() {
-                            Some(item_err(k, x.into(), "is not a tensor", ErrorCode::InvalidType))
-                        } else {
-                            None
-                        };
-                        self.out.extend(e);
-                    }
-                }
-                EValue::String(None) => self.out.push(missing("String")),
-                EValue::BoolList(None) => self.out.push(missing("BoolList")),
-                EValue::DoubleList(None) => self.out.push(missing("DoubleList")),
-                _ => {}
             }
+            EValue::TensorList(None) => self.out.push(missing("TensorList")),
+            EValue::OptionalTensorList(None) => self.out.push(missing("OptionalTensorList")),
+            EValue::TensorList(Some(items)) | EValue::OptionalTensorList(Some(items)) => {
+                let optional = matches!(v, EValue::OptionalTensorList(_));
+                for (k, &x) in items.iter().enumerate() {
+                    let e = if optional && x == -1 {
+                        None
+                    } else if x < 0 || x as usize >= values.len() {
+                        Some(item_err(k, x.into(), "out of range", ErrorCode::InvalidProgram))
+                    } else if x as usize >= i {
+                        Some(item_err(
+                            k,
+                            x.into(),
+                            "refers to a later value (read before it is built)",
+                            ErrorCode::InvalidProgram,
+                        ))
+                    } else if values[x as usize].as_tensor().is_none() {
+                        Some(item_err(k, x.into(), "is not a tensor", ErrorCode::InvalidType))
+                    } else {
+                        None
+                    };
+                    self.out.extend(e);
+                }
+            }
+            EValue::String(None) => self.out.push(missing("String")),
+            EValue::BoolList(None) => self.out.push(missing("BoolList")),
+            EValue::DoubleList(None) => self.out.push(missing("DoubleList")),
+            _ => {}
         }
     }
 
     fn plan_io(&mut self) {
-        let values = self.plan.value_list();
-        for (which, list) in [("inputs", &self.plan.inputs), ("outputs", &self.plan.outputs)] {
+        for (which, list) in [(Io::Input, &self.plan.inputs), (Io::Output, &self.plan.outputs)] {
             for (position, &index) in list.iter().flatten().enumerate() {
-                let method = self.method.clone();
-                match usize::try_from(index).ok().and_then(|i| values.get(i)) {
-                    None => self.out.push(CheckError::PlanIo { method, which, position, index, count: values.len() }),
-                    Some(v)
-                        if which == "inputs"
-                            && !matches!(
-                                v,
-                                EValue::Tensor(_) | EValue::Int(_) | EValue::Bool(_) | EValue::Double(_)
-                            ) =>
-                    {
-                        self.out.push(CheckError::PlanIoKind { method, which, position, index, kind: v.kind() })
-                    }
-                    Some(_) => {}
-                }
+                self.plan_io_entry(which, position, index);
             }
         }
+    }
+
+    /// The checks of `inputs[position]` or `outputs[position]` when it names value `index`.
+    fn plan_io_entry(&mut self, which: Io, position: usize, index: i32) {
+        let values = self.plan.value_list();
+        let method = self.method.clone();
+        let name = which.field();
+        match usize::try_from(index).ok().and_then(|i| values.get(i)) {
+            None => self.out.push(CheckError::PlanIo { method, which: name, position, index, count: values.len() }),
+            Some(v)
+                if which == Io::Input
+                    && !matches!(v, EValue::Tensor(_) | EValue::Int(_) | EValue::Bool(_) | EValue::Double(_)) =>
+            {
+                self.out.push(CheckError::PlanIoKind { method, which: name, position, index, kind: v.kind() })
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Whether delegate `d` declares scratch buffers (a malformed declaration counts as none).
+    fn declares_scratch(&self, d: usize) -> bool {
+        self.plan.delegate_list().get(d).is_some_and(|del| {
+            del.compile_spec_list().iter().any(|spec| {
+                spec.key.as_deref() == Some(SCRATCH_KEY)
+                    && parse_scratch(spec.value.as_ref().map(|v| v.as_slice()).unwrap_or(&[]))
+                        .is_ok_and(|s| !s.is_empty())
+            })
+        })
+    }
+
+    /// The SH10 error of delegate `d` when it has `sites` call sites, if any.
+    fn scratch_sites(&self, d: usize, sites: usize) -> Option<CheckError> {
+        (sites > 1 && self.fault != Some(Fault::SkipScratchCallSiteCheck) && self.declares_scratch(d))
+            .then(|| CheckError::ScratchShared { method: self.method.clone(), delegate: d, sites })
     }
 
     fn delegates(&mut self) {
@@ -277,22 +311,16 @@ impl Checker<'_, '_> {
             if del.processed.is_none() {
                 found.push(err("has no `processed` reference".into()));
             }
+            let mut scratch_reported = false;
             for (k, spec) in del.compile_spec_list().iter().enumerate() {
                 if spec.key.is_none() || spec.value.is_none() {
                     found.push(err(format!("compile_specs[{k}] lacks its key or value")));
                 } else if spec.key.as_deref() == Some(SCRATCH_KEY) {
                     match parse_scratch(spec.value.as_ref().map(|v| v.as_slice()).unwrap_or(&[])) {
                         Err(e) => found.push(err(format!("compile_specs[{k}] `{SCRATCH_KEY}` is malformed: {e}"))),
-                        Ok(specs)
-                            if !specs.is_empty()
-                                && counts[d] > 1
-                                && self.fault != Some(Fault::SkipScratchCallSiteCheck) =>
-                        {
-                            found.push(CheckError::ScratchShared {
-                                method: self.method.clone(),
-                                delegate: d,
-                                sites: counts[d],
-                            })
+                        Ok(_) if !scratch_reported => {
+                            scratch_reported = true;
+                            found.extend(self.scratch_sites(d, counts[d]));
                         }
                         Ok(_) => {}
                     }
@@ -303,9 +331,7 @@ impl Checker<'_, '_> {
     }
 
     fn instructions(&mut self) {
-        let n_ops = self.plan.operator_list().len();
-        let n_delegates = self.plan.delegate_list().len();
-        let mut reported_ops = vec![false; n_ops];
+        let mut reported_ops = vec![false; self.plan.operator_list().len()];
         // Operator resolution reports into a delayed-error slot, as ExecuTorch's init does (Q1).
         // Each failed resolution is kept; ExecuTorch's slot is overwritten by every later
         // resolution, success included (the `LaterOpLookupHides` seeded bug reproduces that).
@@ -317,105 +343,256 @@ impl Checker<'_, '_> {
                 continue;
             };
             for (ii, ins) in list.iter().enumerate() {
-                let site = Site { chain: c, instruction: ii };
-                match ins {
-                    Instruction::KernelCall(k) => {
-                        let Some(args) = &k.args else {
-                            self.out.push(CheckError::MissingArgs {
-                                method: self.method.clone(),
-                                site,
-                                what: "KernelCall",
-                            });
-                            continue;
-                        };
-                        for &a in args {
-                            self.value_index(site, "KernelCall.args", a.into());
-                        }
-                        let Some(op) = usize::try_from(k.op_index)
-                            .ok()
-                            .and_then(|i| self.plan.operator_list().get(i).map(|o| (i, o)))
-                        else {
-                            let e = CheckError::OpIndex {
-                                method: self.method.clone(),
-                                site,
-                                index: k.op_index,
-                                count: n_ops,
-                            };
-                            if hides {
-                                delayed = vec![e];
-                            } else {
-                                delayed.push(e);
-                            }
-                            continue;
-                        };
-                        if hides {
-                            delayed.clear();
-                        }
-                        let name = op.1.qualified();
-                        match ops::arity(&name) {
-                            None if !reported_ops[op.0] => {
-                                reported_ops[op.0] = true;
-                                self.out.push(CheckError::UnknownOperator {
-                                    method: self.method.clone(),
-                                    op_index: op.0,
-                                    name,
-                                });
-                            }
-                            Some(expected) if expected != args.len() => self.out.push(CheckError::Arity {
-                                method: self.method.clone(),
-                                site,
-                                op: name,
-                                expected,
-                                found: args.len(),
-                            }),
-                            _ => {}
-                        }
-                    }
-                    Instruction::DelegateCall(d) => {
-                        match &d.args {
-                            None => self.out.push(CheckError::MissingArgs {
-                                method: self.method.clone(),
-                                site,
-                                what: "DelegateCall",
-                            }),
-                            Some(args) => {
-                                for &a in args {
-                                    self.value_index(site, "DelegateCall.args", a.into());
-                                }
-                            }
-                        }
-                        let deferred = self.fault == Some(Fault::DelegateIndexAtExecuteOnly);
-                        if !deferred && (d.delegate_index < 0 || d.delegate_index as usize >= n_delegates) {
-                            self.out.push(CheckError::DelegateIndex {
-                                method: self.method.clone(),
-                                site,
-                                index: d.delegate_index,
-                                count: n_delegates,
-                            });
-                        }
-                    }
-                    Instruction::MoveCall(m) => {
-                        self.value_index(site, "MoveCall.move_from", m.move_from.into());
-                        self.value_index(site, "MoveCall.move_to", m.move_to.into());
-                    }
-                    Instruction::FreeCall(f) => self.value_index(site, "FreeCall.value_index", f.value_index.into()),
-                    Instruction::JumpFalseCall(j) => {
-                        self.value_index(site, "JumpFalseCall.cond_value_index", j.cond_value_index.into());
-                        // A destination equal to the chain length ends the chain (a cond that is
-                        // the last construct of a method jumps there).
-                        if j.destination_instruction < 0 || j.destination_instruction as usize > list.len() {
-                            self.out.push(CheckError::JumpDestination {
-                                method: self.method.clone(),
-                                site,
-                                destination: j.destination_instruction,
-                                len: list.len(),
-                            });
-                        }
-                    }
+                match self.instruction(Site { chain: c, instruction: ii }, list.len(), ins, &mut reported_ops) {
+                    Lookup::None => {}
+                    Lookup::Resolved if hides => delayed.clear(),
+                    Lookup::Resolved => {}
+                    Lookup::Failed(e) if hides => delayed = vec![e],
+                    Lookup::Failed(e) => delayed.push(e),
                 }
             }
         }
         self.out.extend(delayed);
+    }
+
+    /// The checks of instruction `ins` at `site` of a chain of `len` instructions; the
+    /// operator lookup's outcome is returned, not reported (it goes to the delayed slot).
+    fn instruction(&mut self, site: Site, len: usize, ins: &Instruction, reported_ops: &mut [bool]) -> Lookup {
+        let n_ops = self.plan.operator_list().len();
+        let n_delegates = self.plan.delegate_list().len();
+        match ins {
+            Instruction::KernelCall(k) => {
+                let Some(args) = &k.args else {
+                    self.out.push(CheckError::MissingArgs { method: self.method.clone(), site, what: "KernelCall" });
+                    return Lookup::None;
+                };
+                for &a in args {
+                    self.value_index(site, "KernelCall.args", a.into());
+                }
+                let Some(op) =
+                    usize::try_from(k.op_index).ok().and_then(|i| self.plan.operator_list().get(i).map(|o| (i, o)))
+                else {
+                    return Lookup::Failed(CheckError::OpIndex {
+                        method: self.method.clone(),
+                        site,
+                        index: k.op_index,
+                        count: n_ops,
+                    });
+                };
+                match self.arities.get(op.0).copied().flatten() {
+                    None if !reported_ops.get(op.0).copied().unwrap_or(true) => {
+                        reported_ops[op.0] = true;
+                        let name = op.1.qualified();
+                        self.out.push(CheckError::UnknownOperator {
+                            method: self.method.clone(),
+                            op_index: op.0,
+                            name,
+                        });
+                    }
+                    Some(expected) if expected != args.len() => self.out.push(CheckError::Arity {
+                        method: self.method.clone(),
+                        site,
+                        op: op.1.qualified(),
+                        expected,
+                        found: args.len(),
+                    }),
+                    _ => {}
+                }
+                Lookup::Resolved
+            }
+            Instruction::DelegateCall(d) => {
+                match &d.args {
+                    None => self.out.push(CheckError::MissingArgs {
+                        method: self.method.clone(),
+                        site,
+                        what: "DelegateCall",
+                    }),
+                    Some(args) => {
+                        for &a in args {
+                            self.value_index(site, "DelegateCall.args", a.into());
+                        }
+                    }
+                }
+                let deferred = self.fault == Some(Fault::DelegateIndexAtExecuteOnly);
+                if !deferred && (d.delegate_index < 0 || d.delegate_index as usize >= n_delegates) {
+                    self.out.push(CheckError::DelegateIndex {
+                        method: self.method.clone(),
+                        site,
+                        index: d.delegate_index,
+                        count: n_delegates,
+                    });
+                }
+                Lookup::None
+            }
+            Instruction::MoveCall(m) => {
+                self.value_index(site, "MoveCall.move_from", m.move_from.into());
+                self.value_index(site, "MoveCall.move_to", m.move_to.into());
+                Lookup::None
+            }
+            Instruction::FreeCall(f) => {
+                self.value_index(site, "FreeCall.value_index", f.value_index.into());
+                Lookup::None
+            }
+            Instruction::JumpFalseCall(j) => {
+                self.value_index(site, "JumpFalseCall.cond_value_index", j.cond_value_index.into());
+                // A destination equal to the chain length ends the chain (a cond that is the
+                // last construct of a method jumps there).
+                if j.destination_instruction < 0 || j.destination_instruction as usize > len {
+                    self.out.push(CheckError::JumpDestination {
+                        method: self.method.clone(),
+                        site,
+                        destination: j.destination_instruction,
+                        len,
+                    });
+                }
+                Lookup::None
+            }
+        }
+    }
+}
+
+/// The outcome of one instruction's operator lookup.
+enum Lookup {
+    /// Not a KernelCall (or one without arguments).
+    None,
+    /// The operator index named an operator.
+    Resolved,
+    /// The operator index named none.
+    Failed(CheckError),
+}
+
+/// Which list of the plan a plan-I/O entry is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Io {
+    /// `inputs`.
+    Input,
+    /// `outputs`.
+    Output,
+}
+
+impl Io {
+    fn field(self) -> &'static str {
+        match self {
+            Io::Input => "inputs",
+            Io::Output => "outputs",
+        }
+    }
+}
+
+/// One element of a plan replaced by another (what a corruption edits).
+#[derive(Clone, Copy, Debug)]
+pub enum Replacement<'r> {
+    /// `chains[chain].instructions[index]` is `ins`.
+    Instruction {
+        /// Chain index.
+        chain: usize,
+        /// Instruction index.
+        index: usize,
+        /// The replacing instruction.
+        ins: &'r Instruction,
+    },
+    /// `values[index]` is `value`, of the same kind as the value it replaces.
+    Value {
+        /// Value index.
+        index: usize,
+        /// The replacing value.
+        value: &'r EValue,
+    },
+    /// `inputs[position]` or `outputs[position]` is `index`.
+    PlanIo {
+        /// Which list.
+        which: Io,
+        /// Position in it.
+        position: usize,
+        /// The value index it names.
+        index: i32,
+    },
+}
+
+/// A method that passed every init-time check, prepared so that the checks of the method with
+/// one element replaced cost as much as that element, not as the whole method: the per-element
+/// checks are the ones [`check_method`] runs, and the cross-element facts (call sites per
+/// delegate, the last resolved operator lookup) are counted once here.
+pub struct PreparedPlan<'l, 'a> {
+    checker: Checker<'l, 'a>,
+    call_sites: Vec<usize>,
+    /// Program-order position `(chain, instruction)` of the last resolved operator lookup.
+    last_resolved: Option<(usize, usize)>,
+    /// Scratch for the unknown-operator flags of one replaced instruction.
+    reported: Vec<bool>,
+}
+
+impl<'l, 'a> PreparedPlan<'l, 'a> {
+    /// Prepares plan `plan_index`; `Err` with its violations when it does not pass the checks
+    /// itself (the replacement checks assume a valid base).
+    pub fn new(
+        loaded: &'l LoadedProgram<'a>,
+        plan_index: usize,
+        fault: Option<Fault>,
+    ) -> Result<Self, Vec<CheckError>> {
+        let errors = check_method_with(loaded, plan_index, fault);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let Some(plan) = loaded.program.plans().get(plan_index) else {
+            return Err(vec![CheckError::MissingField { method: format!("#{plan_index}"), field: "execution_plan" }]);
+        };
+        let mut last_resolved = None;
+        for (c, chain) in plan.chain_list().iter().enumerate() {
+            for (i, ins) in chain.instruction_list().iter().enumerate() {
+                if let Instruction::KernelCall(k) = ins
+                    && usize::try_from(k.op_index).is_ok_and(|o| o < plan.operator_list().len())
+                {
+                    last_resolved = Some((c, i));
+                }
+            }
+        }
+        let method = plan.name.clone().unwrap_or_else(|| format!("#{plan_index}"));
+        Ok(PreparedPlan {
+            checker: Checker::new(loaded, plan, method, fault),
+            call_sites: call_site_counts(plan),
+            last_resolved,
+            reported: Vec::new(),
+        })
+    }
+
+    /// Every init-time violation of the method with `r` applied, in [`check_method`]'s order
+    /// (the first is what `Method::init` reports).
+    pub fn check_replaced(&mut self, r: Replacement<'_>) -> Vec<CheckError> {
+        let c = &mut self.checker;
+        c.out.clear();
+        match r {
+            Replacement::Value { index, value } => c.value(index, value),
+            Replacement::PlanIo { which, position, index } => c.plan_io_entry(which, position, index),
+            Replacement::Instruction { chain, index, ins } => {
+                let list = c.plan.chain_list().get(chain).map(|ch| ch.instruction_list()).unwrap_or(&[]);
+                let old = list.get(index);
+                // Call sites move from the old delegate to the new one (SH10 comes first).
+                if let Instruction::DelegateCall(d) = ins {
+                    let moved =
+                        matches!(old, Some(Instruction::DelegateCall(o)) if o.delegate_index == d.delegate_index);
+                    if let Some(&n) = usize::try_from(d.delegate_index).ok().and_then(|i| self.call_sites.get(i)) {
+                        let sites = if moved { n } else { n + 1 };
+                        c.out.extend(c.scratch_sites(d.delegate_index as usize, sites));
+                    }
+                }
+                // Operators referenced elsewhere are known (the base passed), so an unknown
+                // operator can only come from this instruction.
+                let mut reported = std::mem::take(&mut self.reported);
+                reported.clear();
+                reported.resize(c.plan.operator_list().len(), false);
+                let lookup = c.instruction(Site { chain, instruction: index }, list.len(), ins, &mut reported);
+                self.reported = reported;
+                if let Lookup::Failed(e) = lookup {
+                    let hidden = c.fault == Some(Fault::LaterOpLookupHides)
+                        && self.last_resolved.is_some_and(|last| last > (chain, index));
+                    if !hidden {
+                        c.out.push(e);
+                    }
+                }
+            }
+        }
+        std::mem::take(&mut c.out)
     }
 }
 
@@ -431,7 +608,7 @@ pub fn check_method_with(loaded: &LoadedProgram<'_>, plan_index: usize, fault: O
         return vec![CheckError::MissingField { method: format!("#{plan_index}"), field: "execution_plan" }];
     };
     let method = plan.name.clone().unwrap_or_else(|| format!("#{plan_index}"));
-    let mut c = Checker { fault, loaded, plan, method, out: Vec::new() };
+    let mut c = Checker::new(loaded, plan, method, fault);
     c.required_fields();
     c.values();
     c.plan_io();

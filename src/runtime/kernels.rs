@@ -212,13 +212,13 @@ fn cos(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 fn gt(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     // A float32 tensor against a double scalar compares in float32 (ExecuTorch promotes the
     // scalar to the tensor's float type).
-    if let (Value::Tensor(_), Value::Double(d)) = (f.value(a[0])?, f.value(a[1])?) {
-        if f.dtype(a[0])? == ScalarType::FLOAT {
-            let d = f64::from(*d as f32);
-            let x = f.read_f64(a[0])?;
-            f.resize(a[2], &f.sizes(a[0])?)?;
-            return f.write_i64(a[2], &x.iter().map(|v| (*v > d) as i64).collect::<Vec<_>>());
-        }
+    if let (Value::Tensor(_), Value::Double(d)) = (f.value(a[0])?, f.value(a[1])?)
+        && f.dtype(a[0])? == ScalarType::FLOAT
+    {
+        let d = f64::from(*d as f32);
+        let x = f.read_f64(a[0])?;
+        f.resize(a[2], &f.sizes(a[0])?)?;
+        return f.write_i64(a[2], &x.iter().map(|v| (*v > d) as i64).collect::<Vec<_>>());
     }
     compare(f, a[0], a[1], a[2], |o| o == Ordering::Greater)
 }

@@ -177,10 +177,10 @@ fn fully_connected(x: &T, w: &T, bias: Option<&T>, flags: u32, limit: usize) -> 
     if k != n_in {
         return Err(format!("input's last dimension {k} is not the filter's {n_in} input channels"));
     }
-    if let Some(b) = bias {
-        if numel(&b.shape) != n_out || b.shape.len() != 1 {
-            return Err(format!("bias shape {:?} is not [{n_out}]", b.shape));
-        }
+    if let Some(b) = bias
+        && (numel(&b.shape) != n_out || b.shape.len() != 1)
+    {
+        return Err(format!("bias shape {:?} is not [{n_out}]", b.shape));
     }
     let rows = numel(&x.shape[..x.shape.len() - 1]);
     let mut data = Vec::with_capacity(within(rows.checked_mul(n_out), limit)?);
@@ -285,7 +285,7 @@ fn reshape(x: &T, new_shape: &[u32]) -> NodeResult<T> {
     let n = x.data.len();
     let known: usize = new_shape.iter().filter(|d| **d != 0).map(|d| *d as usize).product();
     let shape: Vec<usize> = if new_shape.contains(&0) {
-        if known == 0 || n % known != 0 {
+        if known == 0 || !n.is_multiple_of(known) {
             return Err(format!("{n} elements do not fill {new_shape:?}"));
         }
         new_shape.iter().map(|d| if *d == 0 { n / known } else { *d as usize }).collect()

@@ -247,10 +247,10 @@ fn check_nodes(g: &XnnGraph, by_id: &BTreeMap<u32, usize>, constants: &BTreeMap<
 fn check_fields(index: usize, n: &XNode) -> R<()> {
     let node = n.node_type.name();
     let field_err = |field: &'static str, what: String| XnnError::NodeField { index, node, field, what };
-    if let (true, Some(m)) = (n.node_type.validates_min_max(), n.output_min_max) {
-        if m.output_min.is_nan() || m.output_max.is_nan() || m.output_min > m.output_max {
-            return Err(XnnError::MinMax { index, node, min: m.output_min, max: m.output_max });
-        }
+    if let (true, Some(m)) = (n.node_type.validates_min_max(), n.output_min_max)
+        && (m.output_min.is_nan() || m.output_max.is_nan() || m.output_min > m.output_max)
+    {
+        return Err(XnnError::MinMax { index, node, min: m.output_min, max: m.output_max });
     }
     match &n.payload {
         Payload::StaticTranspose { perm, .. } => {

@@ -1,0 +1,131 @@
+//! Issue K: the campaign on several jobs gives the report it gives on one; shard reports merge
+//! into the report of the whole; failures are saved as reproducer folders; the per-element
+//! negative check agrees with the whole-method check on every corruption.
+
+use ptecheck::fault::Fault;
+use ptecheck::format;
+use ptecheck::generator::generate;
+use ptecheck::oracle::campaign::{CampaignOptions, CampaignResult, case_config, case_input, run};
+use ptecheck::oracle::negative::corruptions;
+use ptecheck::oracle::reports::{merge, save_failures};
+use ptecheck::runtime::check::{PreparedPlan, check_method_with};
+
+/// Everything of a report that must not depend on how it was computed (not times).
+fn outcome(r: &CampaignResult) -> String {
+    let failure = r.failure.as_ref().map(|f| (f.case, f.invariant.clone(), f.input_hex.clone()));
+    format!(
+        "{} {} {:?} {:?} {:?} {:?} {:?}",
+        r.cases, r.failures, r.invariants, r.features, r.first_failing_case, r.failing_cases, failure
+    )
+}
+
+#[test]
+fn the_report_is_the_same_on_one_job_and_on_three() {
+    // A fault that some cases catch and others do not, so the order of merging matters.
+    let opts = CampaignOptions {
+        cases: 200,
+        seed: 9,
+        fault: Some(Fault::JumpOffByOne),
+        stop_on_failure: false,
+        shrink_budget: 30,
+        ..CampaignOptions::default()
+    };
+    let one = run(&CampaignOptions { jobs: 1, ..opts.clone() });
+    let three = run(&CampaignOptions { jobs: 3, ..opts.clone() });
+    assert!(one.failures > 1 && one.failures < one.cases, "{} of {}", one.failures, one.cases);
+    assert_eq!((one.jobs, three.jobs), (1, 3));
+    assert_eq!(outcome(&one), outcome(&three));
+    // Stopping at the first failure stops at the same case whatever the jobs.
+    let stop1 = run(&CampaignOptions { jobs: 1, stop_on_failure: true, ..opts.clone() });
+    let stop3 = run(&CampaignOptions { jobs: 3, stop_on_failure: true, ..opts });
+    assert_eq!(stop1.cases, stop1.first_failing_case.expect("fails") + 1);
+    assert_eq!(outcome(&stop1), outcome(&stop3));
+}
+
+#[test]
+fn shard_reports_merge_into_the_report_of_the_whole_campaign() {
+    let opts = CampaignOptions {
+        cases: 90,
+        seed: 4,
+        fault: Some(Fault::JumpOffByOne),
+        stop_on_failure: false,
+        shrink: false,
+        jobs: 1,
+        ..CampaignOptions::default()
+    };
+    let whole = run(&opts);
+    let shards: Vec<CampaignResult> = (0..3).map(|i| run(&CampaignOptions { shard: (i, 3), ..opts.clone() })).collect();
+    // Through JSON, as the nightly matrix hands them over.
+    let shards: Vec<CampaignResult> = shards
+        .iter()
+        .map(|r| serde_json::from_str(&serde_json::to_string(r).expect("serialises")).expect("reads back"))
+        .collect();
+    let merged = merge(&shards).expect("merges");
+    assert_eq!(merged.cases, whole.cases);
+    assert_eq!(merged.failures, whole.failures);
+    assert_eq!(merged.invariants, whole.invariants);
+    assert_eq!(merged.features, whole.features);
+    assert_eq!(merged.failing_cases, whole.failing_cases);
+    assert_eq!(merged.first_failing_case, whole.first_failing_case);
+    assert_eq!(merged.failure.map(|f| f.case), whole.failure.map(|f| f.case));
+    assert!(merge(&[]).is_err());
+}
+
+#[test]
+fn a_failure_is_saved_as_a_folder_that_replays() {
+    let opts = CampaignOptions {
+        cases: 256,
+        fault: Some(Fault::DropLastDelegateOutput),
+        shrink_budget: 40,
+        jobs: 1,
+        ..CampaignOptions::default()
+    };
+    let r = run(&opts);
+    let f = r.failure.clone().expect("caught");
+    let dir = std::env::temp_dir().join(format!("ptecheck-save-failures-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let written = save_failures(&opts, &r, &dir).expect("written");
+    assert_eq!(written, vec![dir.join(format!("case-{}-{:06}", f.seed, f.case))]);
+    let folder = &written[0];
+    for file in ["failure.json", "program.json", "shared.pte", "unshared.pte", "io.json"] {
+        assert!(folder.join(file).is_file(), "{file} missing");
+    }
+    let failure: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("failure.json")).expect("reads")).expect("json");
+    assert_eq!(failure["command"], f.command.as_str());
+    let program = ptecheck::ir::saved::load(&std::fs::read_to_string(folder.join("program.json")).expect("reads"));
+    assert!(program.is_ok());
+    let listed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("failing-cases.json")).expect("reads")).expect("json");
+    assert_eq!(listed[0]["case"], f.case);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_per_element_negative_check_gives_the_whole_method_check_on_every_corruption() {
+    let opts = CampaignOptions { seed: 5, swarm: true, ..CampaignOptions::default() };
+    let mut compared = 0usize;
+    let mut classes = std::collections::BTreeSet::new();
+    for case in 0..40 {
+        let g = generate(&case_config(&opts, case), &mut arbitrary::Unstructured::new(&case_input(5, case)), None);
+        let bytes = ptecheck::oracle::conformance::emit_both(&g, true).expect("emits").shared;
+        let loaded = format::load(&bytes).expect("loads");
+        for (pi, plan) in loaded.program.plans().iter().enumerate() {
+            for fault in [None, Some(Fault::LaterOpLookupHides), Some(Fault::SkipScratchCallSiteCheck)] {
+                let mut prepared = PreparedPlan::new(&loaded, pi, fault).expect("a valid plan");
+                for c in corruptions(plan, pi) {
+                    let Some(patched) = c.patch(plan) else { continue };
+                    let fast = prepared.check_replaced(patched.replacement());
+                    let mut copy = loaded.clone();
+                    assert!(c.apply(&mut copy.program));
+                    let full = check_method_with(&copy, pi, fault);
+                    assert_eq!(fast, full, "case {case}: {}", c.describe(&loaded.program));
+                    classes.insert(c.class);
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 1000, "{compared}");
+    assert!(classes.len() >= 8, "{classes:?}");
+}

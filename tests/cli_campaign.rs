@@ -1,0 +1,55 @@
+//! The campaign CLI of issue K: `--jobs`, `--json` shard reports, `merge-reports`,
+//! `--save-failures`.
+
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ptecheck"))
+}
+
+#[test]
+fn shard_reports_written_by_the_cli_merge_and_a_bad_report_is_named() {
+    let dir = std::env::temp_dir().join(format!("ptecheck-cli-merge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut paths = Vec::new();
+    for i in 0..2 {
+        let out = bin()
+            .args(["campaign", "--cases", "40", "--seed", "3", "--jobs", "2", "--json", "--shard", &format!("{i}/2")])
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let path = dir.join(format!("report-{i}.json"));
+        std::fs::write(&path, &out.stdout).expect("writes");
+        paths.push(path);
+    }
+    let out = bin().arg("merge-reports").arg("--json").args(&paths).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(merged["cases"], 40);
+    assert_eq!(merged["failures"], 0);
+    // Not a campaign report: exit 2, naming the file and the member.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"cases": "many"}"#).expect("writes");
+    let out = bin().arg("merge-reports").arg(&paths[0]).arg(&bad).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.json") && err.contains("cases"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_failing_campaign_saves_its_reproducer_and_exits_1() {
+    let dir = std::env::temp_dir().join(format!("ptecheck-cli-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = bin()
+        .args(["campaign", "--cases", "256", "--fault", "drop_last_delegate_output", "--jobs", "2", "--save-failures"])
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let folder = stderr.lines().find_map(|l| l.strip_prefix("reproducer: ")).expect("a reproducer line");
+    assert!(std::path::Path::new(folder).join("shared.pte").is_file());
+    assert!(dir.join("failing-cases.json").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
