@@ -1,7 +1,9 @@
 //! Campaign throughput (`cargo bench --bench campaign`): fully checked programs per second on
 //! one core, with the split of time across stages, for swarm and `--no-swarm` at three program
 //! sizes (default, 2× `max_nodes`, depth 4); then the same campaign on 1 and on 2 jobs, side by
-//! side. `CASES` sets the cases per row (default 2000); `SIZES=default` keeps only the first rows.
+//! side. With `--no-swarm` each size also runs with every negative corruption sent end to end
+//! through the runtime (the negative checks before issue K; a tenth of the cases). `CASES` sets
+//! the cases per row (default 2000); `SIZES=default` keeps only the first rows.
 
 use ptecheck::generator::GenConfig;
 
@@ -55,7 +57,16 @@ fn main() {
             break;
         }
         row(&format!("swarm, {name}"), &CampaignOptions { config: config.clone(), ..base.clone() });
-        row(&format!("no-swarm, {name}"), &CampaignOptions { config: config.clone(), swarm: false, ..base.clone() });
+        let no_swarm = CampaignOptions { config: config.clone(), swarm: false, ..base.clone() };
+        let before = row(
+            &format!("no-swarm, {name}, every corruption end to end"),
+            &CampaignOptions { negative_end_to_end: true, cases: (cases / 10).max(20), ..no_swarm.clone() },
+        );
+        let after = row(&format!("no-swarm, {name}"), &no_swarm);
+        println!(
+            "  per-element negative checks vs every corruption end to end: {:.1}x",
+            after.programs_per_second / before.programs_per_second.max(1e-9)
+        );
     }
     println!("jobs (no-swarm, default size):");
     let one = row("no-swarm, 1 job", &CampaignOptions { swarm: false, ..base.clone() });

@@ -1,10 +1,18 @@
-//! Load+verify benchmark (`cargo bench --bench load`): time per corpus file, and a generated
-//! program with one 30 MB segment against the same program with a 30 KB segment, measured side
-//! by side in one run. Loading borrows segment bytes, so the ratio should stay near 1.
+//! Load+verify benchmark (`cargo bench --bench load`): time per corpus file of `format::load`
+//! plus every init-time check of every method (`check_all_methods`); when `PTECHECK_ET_PYTHON`
+//! names a Python with the executorch package, ExecuTorch's C++ `Program::load`
+//! (InternalConsistency) and its Python reader on the same files in the same run, with ratios
+//! (benches/et_loader.py). Then a program with one 30 MB segment against the same program with
+//! a 30 KB segment: loading borrows segment bytes, so the ratio should stay near 1.
 
 use ptecheck::format::{self, WriteOptions};
 use ptecheck::program::*;
+use ptecheck::runtime::check_all_methods;
 use std::hint::black_box;
+
+/// The allocator the `ptecheck` binary uses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::{Duration, Instant};
 
 /// Median time of one `f()` call over `rounds` rounds of `iters` calls each.
@@ -49,6 +57,24 @@ fn with_segment(size: usize) -> Vec<u8> {
     format::write(&program, &[&[], &data], &WriteOptions::default()).expect("writes")
 }
 
+/// ExecuTorch's loader times per file, from benches/et_loader.py under `PTECHECK_ET_PYTHON`.
+fn et_times(files: &[std::path::PathBuf]) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let python = std::env::var_os("PTECHECK_ET_PYTHON")?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/et_loader.py");
+    let out = std::process::Command::new(python).arg(script).args(files).output();
+    match out {
+        Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout).ok(),
+        Ok(o) => {
+            eprintln!("et_loader.py failed: {}", String::from_utf8_lossy(&o.stderr));
+            None
+        }
+        Err(e) => {
+            eprintln!("cannot run PTECHECK_ET_PYTHON: {e}");
+            None
+        }
+    }
+}
+
 fn main() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/real");
     let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -57,20 +83,58 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "pte"))
         .collect();
     files.sort();
-    println!("{:40} {:>8} {:>12} {:>10}", "corpus file", "bytes", "load+verify", "MB/s");
+    let et = et_times(&files);
+    println!(
+        "{:34} {:>7} {:>12} {:>12} {:>12} {:>9}",
+        "corpus file", "bytes", "ours µs", "ET C++ µs", "ET Python µs", "ours/C++"
+    );
+    // Sums over the files both sides time (ExecuTorch 1.5.1 rejects the legacy ET 0.2.1 file).
+    let (mut ours_sum, mut ours_both, mut cpp_sum, mut py_sum, mut n_et) = (0.0, 0.0, 0.0, 0.0, 0usize);
     for p in &files {
         let data = std::fs::read(p).expect("read");
         let t = measure(2000, 9, || {
-            black_box(format::load(black_box(&data)).expect("loads"));
+            let loaded = format::load(black_box(&data)).expect("loads");
+            black_box(check_all_methods(&loaded));
         });
-        let mbps = data.len() as f64 / t.as_secs_f64() / 1e6;
+        let ours = t.as_secs_f64() * 1e6;
+        ours_sum += ours;
+        let theirs = et.as_ref().and_then(|m| m.get(&p.display().to_string()));
+        let cell = |k: &str| theirs.and_then(|v| v[k].as_f64());
+        if let (Some(cpp), Some(py)) = (cell("cpp"), cell("python")) {
+            ours_both += ours;
+            cpp_sum += cpp;
+            py_sum += py;
+            n_et += 1;
+        }
         println!(
-            "{:40} {:>8} {:>10.2}µs {:>10.1}",
+            "{:34} {:>7} {:>12.2} {:>12} {:>12} {:>9}",
             p.file_stem().unwrap_or_default().to_string_lossy(),
             data.len(),
-            t.as_secs_f64() * 1e6,
-            mbps
+            ours,
+            cell("cpp")
+                .map_or_else(|| if theirs.is_some() { "rejects".into() } else { "-".into() }, |v| format!("{v:.2}")),
+            cell("python").map_or("-".into(), |v| format!("{v:.0}")),
+            cell("cpp").map_or("-".into(), |v| format!("{:.2}x", ours / v)),
         );
+    }
+    let n = files.len().max(1) as f64;
+    println!("mean ours (load + init checks): {:.2} µs per file over {} files", ours_sum / n, files.len());
+    if n_et > 0 {
+        let m = n_et as f64;
+        println!(
+            "over the {n_et} files both load: ours {:.2} µs, ExecuTorch C++ Program::load (InternalConsistency) {:.2} µs, \
+             Python reader {:.0} µs per file",
+            ours_both / m,
+            cpp_sum / m,
+            py_sum / m
+        );
+        println!(
+            "ratio ours / ExecuTorch C++: {:.2}x; ours / ExecuTorch Python: {:.4}x",
+            ours_both / cpp_sum,
+            ours_both / py_sum
+        );
+    } else {
+        println!("(set PTECHECK_ET_PYTHON to a Python with executorch to compare with ExecuTorch's loaders)");
     }
     let small = with_segment(30 * 1024);
     let large = with_segment(30 * 1024 * 1024);

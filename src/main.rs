@@ -203,6 +203,10 @@ struct CampaignArgs {
     /// Keep going after the first failure (report counts; shrink the first).
     #[arg(long)]
     keep_going: bool,
+    /// Send every negative corruption through the whole runtime (copy, edit, load), not only
+    /// one per method (slower: quadratic in program size).
+    #[arg(long, conflicts_with = "runner")]
+    negative_end_to_end: bool,
     /// Worker threads (0: one per core). The report is the same for any number.
     #[arg(long, short = 'j', default_value_t = 0)]
     jobs: usize,
@@ -641,6 +645,7 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         only_case: a.case,
         stop_on_failure: !a.keep_going,
         jobs: a.jobs,
+        negative_end_to_end: a.negative_end_to_end,
         ..CampaignOptions::default()
     };
     let bar = bar(!a.json && std::io::stderr().is_terminal());

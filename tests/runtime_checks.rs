@@ -236,3 +236,31 @@ fn malformed_scratch_entry_p2() {
     }));
     assert!(matches!(&e, CheckError::Delegate { what, .. } if what.contains("malformed")), "{e}");
 }
+
+#[test]
+fn operator_lookup_by_parts_agrees_with_lookup_by_qualified_name() {
+    use ptecheck::program::Operator;
+    use ptecheck::runtime::kernels::{KERNELS, lookup, lookup_operator};
+    let mut ops: Vec<(Option<String>, Option<String>)> = Vec::new();
+    for k in KERNELS {
+        let (name, overload) = k.name.rsplit_once('.').expect("kernel names carry an overload");
+        ops.push((Some(name.into()), Some(overload.into())));
+        ops.push((Some(k.name.into()), None));
+        ops.push((Some(k.name.into()), Some(String::new())));
+        ops.push((Some(name.into()), None));
+        ops.push((Some(name.into()), Some(format!("{overload}x"))));
+        ops.push((Some(format!("{name}x")), Some(overload.into())));
+        ops.push((Some(name[..name.len() - 1].into()), Some(overload.into())));
+    }
+    ops.push((None, None));
+    ops.push((Some(String::new()), Some("out".into())));
+    let mut found = 0;
+    for (name, overload) in ops {
+        let op = Operator { name: name.clone(), overload: overload.clone() };
+        let by_parts = lookup_operator(name.as_deref().unwrap_or(""), overload.as_deref().unwrap_or(""));
+        let by_name = lookup(&op.qualified());
+        assert_eq!(by_parts.map(|k| k.name), by_name.map(|k| k.name), "{op:?}");
+        found += usize::from(by_parts.is_some());
+    }
+    assert!(found >= 2 * KERNELS.len(), "{found}");
+}

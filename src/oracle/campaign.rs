@@ -43,6 +43,8 @@ pub struct CampaignOptions {
     pub shrink_budget: usize,
     /// Worker threads (0: one per core). The report does not depend on it.
     pub jobs: usize,
+    /// Every negative corruption through the whole runtime ([`CheckOptions::negative_end_to_end`]).
+    pub negative_end_to_end: bool,
 }
 
 impl Default for CampaignOptions {
@@ -60,6 +62,7 @@ impl Default for CampaignOptions {
             shrink: true,
             shrink_budget: 400,
             jobs: 0,
+            negative_end_to_end: false,
         }
     }
 }
@@ -151,6 +154,7 @@ fn check_options(opts: &CampaignOptions, case: u64) -> CheckOptions {
         fault: opts.fault,
         inject_seed: case.wrapping_mul(31).wrapping_add(opts.seed),
         negative: true,
+        negative_end_to_end: opts.negative_end_to_end,
         allow_while: true,
         instruction_budget: 1_000_000,
     }

@@ -46,6 +46,9 @@ pub struct CheckOptions {
     pub inject_seed: u64,
     /// Run the negative (corruption) checks.
     pub negative: bool,
+    /// Send every corruption through the whole runtime (copy, edit, `load_method`), not only
+    /// one per method: the exhaustive, quadratic form of the negative checks.
+    pub negative_end_to_end: bool,
     /// Allow `while_loop` in the emitter (P12).
     pub allow_while: bool,
     /// Instruction budget per execute.
@@ -54,7 +57,14 @@ pub struct CheckOptions {
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions { fault: None, inject_seed: 0, negative: true, allow_while: true, instruction_budget: 1_000_000 }
+        CheckOptions {
+            fault: None,
+            inject_seed: 0,
+            negative: true,
+            negative_end_to_end: false,
+            allow_while: true,
+            instruction_budget: 1_000_000,
+        }
     }
 }
 
@@ -277,6 +287,7 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
                 let start = Instant::now();
                 let sample =
                     opts.inject_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((pi as u64) << 1) ^ u64::from(share);
+                let sample = if opts.negative_end_to_end { None } else { Some(sample) };
                 negative::check(&loaded, pi, &rig, sample, &format!("share={share}"), &mut r);
                 r.timings.negative += start.elapsed();
             }

@@ -380,11 +380,11 @@ impl Corruption {
 ///
 /// Each corruption is checked by the runtime's own per-element checks on the one edited
 /// element ([`PreparedPlan`]), so a method costs time linear in its size. One corruption per
-/// call, picked by `sample` (any class may be drawn), also goes end to end: the whole program
+/// call, picked by `sample` (any class may be drawn; `None`: every one), also goes end to end: the whole program
 /// copied and edited, the method loaded by the runtime, rejected at init with no backend
 /// `init` (counted by the backends of `rig`), and the runtime's full check giving exactly the
 /// errors the per-element check gave.
-pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, sample: u64, what: &str, r: &mut Report) {
+pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, sample: Option<u64>, what: &str, r: &mut Report) {
     let Some(plan) = loaded.program.plans().get(pi) else { return };
     let name = plan.name_str().to_string();
     let mut prepared = match PreparedPlan::new(loaded, pi, rig.rt.fault) {
@@ -396,14 +396,14 @@ pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, sample: u64, what
         }
     };
     let all = corruptions(plan, pi);
-    let pick = (sample % all.len().max(1) as u64) as usize;
+    let pick = sample.map(|s| (s % all.len().max(1) as u64) as usize);
     for (k, c) in all.iter().enumerate() {
         let Some(patched) = c.patch(plan) else { continue };
         let errors = prepared.check_replaced(patched.replacement());
         r.check(Invariant::Negative, !errors.is_empty(), || {
             format!("{what}: {} ({}): accepted by the init checks", c.describe(&loaded.program), c.class.name())
         });
-        if k == pick {
+        if pick.is_none_or(|p| p == k) {
             end_to_end(loaded, c, &errors, &name, rig, what, r);
         }
     }

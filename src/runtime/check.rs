@@ -45,7 +45,7 @@ struct Checker<'l, 'a> {
 
 impl<'l, 'a> Checker<'l, 'a> {
     fn new(loaded: &'l LoadedProgram<'a>, plan: &'l ExecutionPlan, method: String, fault: Option<Fault>) -> Self {
-        let arities = plan.operator_list().iter().map(|o| ops::arity(&o.qualified())).collect();
+        let arities = plan.operator_list().iter().map(ops::arity_of).collect();
         Checker { fault, loaded, plan, method, out: Vec::new(), arities }
     }
 }

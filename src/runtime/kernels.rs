@@ -715,6 +715,24 @@ pub const KERNELS: &[Kernel] = &[
     Kernel { name: "executorch_prim::et_view.default", args: 3, exact: true, run: et_view },
 ];
 
+/// The kernel of an operator table entry (`name` and `overload` as the program spells them),
+/// without building the qualified name: the same answer as `lookup(&operator.qualified())`.
+pub fn lookup_operator(name: &str, overload: &str) -> Option<&'static Kernel> {
+    let is = |k: &str, suffix: &str| {
+        k.len() == name.len() + 1 + suffix.len()
+            && k.starts_with(name)
+            && k.as_bytes()[name.len()] == b'.'
+            && k.ends_with(suffix)
+    };
+    KERNELS.iter().find(|k| {
+        if overload.is_empty() {
+            k.name == name || (!name.contains('.') && is(k.name, "default"))
+        } else {
+            is(k.name, overload)
+        }
+    })
+}
+
 /// The kernel of an operator, by qualified name.
 pub fn lookup(qualified: &str) -> Option<&'static Kernel> {
     // An empty overload is the default one: `name` resolves as `name.default`.

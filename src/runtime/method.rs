@@ -311,7 +311,14 @@ impl<'a> Method<'a> {
         trace: &Trace,
     ) -> Result<Method<'a>, RuntimeError> {
         let frame = build_frame(sources, plan, name, rt.memory_limit, rt.fault)?;
-        let kernels = plan.operator_list().iter().map(|o| kernels::lookup(&o.qualified()).map(|k| k.run)).collect();
+        let kernels = plan
+            .operator_list()
+            .iter()
+            .map(|o| {
+                kernels::lookup_operator(o.name.as_deref().unwrap_or(""), o.overload.as_deref().unwrap_or(""))
+                    .map(|k| k.run)
+            })
+            .collect();
         let mut method = Method {
             name: name.to_string(),
             plan,

@@ -7,3 +7,8 @@ use super::kernels;
 pub fn arity(qualified: &str) -> Option<usize> {
     kernels::lookup(qualified).map(|k| k.args)
 }
+
+/// Argument count of operator table entry `op` ([`arity`] of its qualified name).
+pub fn arity_of(op: &crate::program::Operator) -> Option<usize> {
+    kernels::lookup_operator(op.name.as_deref().unwrap_or(""), op.overload.as_deref().unwrap_or("")).map(|k| k.args)
+}
