@@ -35,6 +35,23 @@ fn the_report_is_the_same_on_one_job_and_on_three() {
     assert!(one.failures > 1 && one.failures < one.cases, "{} of {}", one.failures, one.cases);
     assert_eq!((one.jobs, three.jobs), (1, 3));
     assert_eq!(outcome(&one), outcome(&three));
+    // Every invariant is listed (even one never checked), every failing case names the invariant
+    // it failed, and every stage's time is accounted.
+    let names: Vec<&str> = ptecheck::oracle::Invariant::all().iter().map(|i| i.name()).collect();
+    assert!(names.len() >= 10, "{names:?}");
+    assert_eq!(one.invariants.keys().map(String::as_str).collect::<Vec<_>>(), {
+        let mut n = names.clone();
+        n.sort();
+        n
+    });
+    assert!(one.failing_cases.iter().all(|f| names.contains(&f.invariant.as_str())), "{:?}", one.failing_cases);
+    let t = &one.timings;
+    for (stage, d) in [("emit", t.emit), ("write", t.write), ("load", t.load), ("init", t.init), ("execute", t.execute)]
+    {
+        assert!(d > std::time::Duration::ZERO, "{stage} not timed");
+    }
+    assert!(t.eager > std::time::Duration::ZERO && t.negative > std::time::Duration::ZERO);
+    assert!(one.generate > std::time::Duration::ZERO && t.compare > std::time::Duration::ZERO);
     // Stopping at the first failure stops at the same case whatever the jobs.
     let stop1 = run(&CampaignOptions { jobs: 1, stop_on_failure: true, ..opts.clone() });
     let stop3 = run(&CampaignOptions { jobs: 3, stop_on_failure: true, ..opts });

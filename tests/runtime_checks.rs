@@ -264,3 +264,54 @@ fn operator_lookup_by_parts_agrees_with_lookup_by_qualified_name() {
     }
     assert!(found >= 2 * KERNELS.len(), "{found}");
 }
+
+#[test]
+fn a_list_or_string_without_items_is_invalid_program() {
+    let kinds: [(EValue, &str); 6] = [
+        (EValue::IntList(None), "IntList"),
+        (EValue::BoolList(None), "BoolList"),
+        (EValue::DoubleList(None), "DoubleList"),
+        (EValue::String(None), "String"),
+        (EValue::TensorList(None), "TensorList"),
+        (EValue::OptionalTensorList(None), "OptionalTensorList"),
+    ];
+    for (value, kind) in kinds {
+        let mut at = 0;
+        let e = first(corrupt("cpu_add_mul", |p| {
+            let values = p.values.as_mut().expect("values");
+            at = values.len();
+            values.push(value.clone());
+        }));
+        let want = format!("{kind} items are absent");
+        assert!(
+            matches!(&e, CheckError::Tensor { value, what, code: ErrorCode::InvalidProgram, .. } if *value == at && *what == want),
+            "{kind}: {e}"
+        );
+    }
+}
+
+#[test]
+fn input_templates_give_each_input_its_kind_and_value() {
+    use ptecheck::runtime::{HostValue, Runtime, Session};
+    let data = real("cpu_add_mul");
+    let loaded = format::load(&data).expect("loads");
+    let mut program = loaded.program.clone();
+    let plan = &mut program.execution_plan.as_mut().expect("plans")[0];
+    let values = plan.values.as_mut().expect("values");
+    let first_scalar = values.len();
+    values.extend([EValue::Bool(true), EValue::Int(-4), EValue::Double(2.5)]);
+    let inputs = plan.inputs.as_mut().expect("inputs");
+    let tensors = inputs.len();
+    inputs.extend([first_scalar as i32, first_scalar as i32 + 1, first_scalar as i32 + 2]);
+    let bytes = format::write(&program, &loaded.segments, &format::WriteOptions::default()).expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let rt = Runtime::default();
+    let session = Session::new(&loaded, &rt);
+    let method = session.load("forward").expect("inits");
+    assert_eq!(method.num_inputs(), tensors + 3);
+    assert!(matches!(method.input_template(0), Some(HostValue::Tensor(_))));
+    assert_eq!(method.input_template(tensors), Some(HostValue::Bool(true)));
+    assert_eq!(method.input_template(tensors + 1), Some(HostValue::Int(-4)));
+    assert_eq!(method.input_template(tensors + 2), Some(HostValue::Double(2.5)));
+    assert_eq!(method.input_template(tensors + 3), None);
+}
