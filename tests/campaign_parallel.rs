@@ -146,3 +146,46 @@ fn the_per_element_negative_check_gives_the_whole_method_check_on_every_corrupti
     assert!(compared > 1000, "{compared}");
     assert!(classes.len() >= 8, "{classes:?}");
 }
+
+#[test]
+fn shrinking_deletes_then_zeroes_within_its_budget() {
+    use ptecheck::oracle::campaign::shrink_bytes;
+    let input: Vec<u8> = (1..=40).collect();
+    // Fails while it holds byte 7 and byte 30: deletion leaves exactly those two.
+    let fails = |b: &[u8]| b.contains(&7) && b.contains(&30);
+    let (best, tries) = shrink_bytes(&input, 1000, fails);
+    assert_eq!(best, vec![7, 30]);
+    assert!(tries <= 1000);
+    // Fails while at least 4 bytes remain and one is 9: deletion stops at 4 bytes, zeroing
+    // clears the other three.
+    let fails = |b: &[u8]| b.len() >= 4 && b.contains(&9);
+    let (best, _) = shrink_bytes(&input, 1000, fails);
+    assert_eq!(best.len(), 4);
+    assert_eq!(best.iter().filter(|b| **b != 0).collect::<Vec<_>>(), vec![&9]);
+    // Nothing shrinks: one pass of deletions (2 + 3 + 5 + 10 + 20 + 40 chunks of 32 … 1 bytes)
+    // and 40 zeroings, then it stops; a smaller budget stops it at exactly the budget.
+    for (budget, want) in [(0, 0), (1, 1), (5, 5), (119, 119), (120, 120), (1000, 120)] {
+        let mut calls = 0;
+        let (best, tries) = shrink_bytes(&input, budget, |_| {
+            calls += 1;
+            false
+        });
+        assert_eq!((calls, tries), (want, want), "budget {budget}");
+        assert_eq!(best, input);
+    }
+    let (best, tries) = shrink_bytes(&input, 0, |_| true);
+    assert_eq!((best, tries), (input.clone(), 0));
+}
+
+#[test]
+fn progress_counts_this_shards_cases() {
+    use ptecheck::oracle::campaign::{Progress, run_with};
+    for (shard, want) in [(0, 4), (1, 3), (2, 3)] {
+        let opts = CampaignOptions { cases: 10, shard: (shard, 3), jobs: 1, ..CampaignOptions::default() };
+        let mut seen: Vec<Progress> = Vec::new();
+        let r = run_with(&opts, &mut |p| seen.push(p));
+        assert_eq!(r.cases, want);
+        assert_eq!(seen.len() as u64, want);
+        assert!(seen.iter().enumerate().all(|(i, p)| p.done == i as u64 + 1 && p.total == want && p.failures == 0));
+    }
+}

@@ -170,6 +170,13 @@ pub fn run_input(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions) -> (Genera
 /// Shrinks `bytes` while the program keeps failing `invariant`.
 pub fn shrink(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions, invariant: &str, budget: usize) -> Vec<u8> {
     let fails = |b: &[u8]| run_input(cfg, b, check).1.failures.iter().any(|f| f.invariant == invariant);
+    shrink_bytes(bytes, budget, fails).0
+}
+
+/// Shrinks `bytes` while `fails` holds: chunk deletion (halving chunk sizes, from the end),
+/// then zeroing single bytes, repeated while either improves; at most `budget` calls of
+/// `fails`. Returns the smallest failing input found and the calls made.
+pub fn shrink_bytes(bytes: &[u8], budget: usize, mut fails: impl FnMut(&[u8]) -> bool) -> (Vec<u8>, usize) {
     let mut best = bytes.to_vec();
     let mut tries = 0usize;
     let mut improved = true;
@@ -215,7 +222,7 @@ pub fn shrink(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions, invariant: &s
             }
         }
     }
-    best
+    (best, tries)
 }
 
 /// Runs a campaign.
