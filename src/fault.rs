@@ -29,6 +29,8 @@ pub enum Fault {
     DestroyPerCallSite,
     /// Runtime teardown: never `destroy` a handle that serves several call sites.
     LeakSharedHandle,
+    /// Runtime teardown: destroy the handles in descending delegate order.
+    DestroyDescending,
     /// Runtime init: after an init failure, drop the earlier handles without `destroy`.
     LeakOnInitFailure,
     /// Runtime checks: one delayed operator-lookup error slot that every later lookup,

@@ -65,6 +65,15 @@ fn a_planted_numeric_fault_is_found_shrunk_and_written() {
         ptecheck::ir::saved::load(&std::fs::read_to_string(first.join("program.json")).expect("json")).expect("loads");
     let text = ptecheck::ir::pretty::program(&p);
     assert!(text.contains("Sub"), "{text}");
+    let opts = CampaignOptions::default();
+    let case = r.mismatches[0].case;
+    let original = ptecheck::generator::generate(
+        &ptecheck::oracle::campaign::case_config(&opts, case),
+        &mut arbitrary::Unstructured::new(&ptecheck::oracle::campaign::case_input(opts.seed, case)),
+        None,
+    );
+    let (shrunk, before) = (ptecheck::oracle::node_count(&p), ptecheck::oracle::node_count(&original.program));
+    assert!(shrunk < before, "shrunk to {shrunk} nodes from {before}");
     // Replayed against our (correct) runtime, the recorded io.json holds.
     let pte = std::fs::read(first.join("shared.pte")).expect("pte");
     let loaded = ptecheck::format::load(&pte).expect("loads");

@@ -181,3 +181,74 @@ fn other_nodes_are_not_run() {
         assert!(e.contains(ty.name()), "{e}");
     }
 }
+
+/// x[2] (ext 0) -> Abs -> y[2] -> `extra` -> z[2] (ext 1): a blob whose node 1 is `extra`.
+fn two_node_blob(extra: NodeType, quantised_input: bool) -> Vec<u8> {
+    use pte::xnnpack::{
+        ConstantEntry, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, QuantParams, TensorValue, XValue, XnnGraph,
+    };
+    let value = |id: u32, ext: u32, flags: u32| TensorValue {
+        datatype: 1,
+        num_dims: 1,
+        dims: Some(vec![2]),
+        constant_buffer_idx: 0,
+        external_id: ext,
+        flags,
+        id_out: id,
+        dq_datatype: 0,
+    };
+    let input = if quantised_input {
+        XValue::Quantized {
+            tensor: value(0, 0, FLAG_EXTERNAL_INPUT),
+            params: QuantParams::PerTensor { scale: 1.0, zero_point: 0 },
+        }
+    } else {
+        XValue::Tensor(value(0, 0, FLAG_EXTERNAL_INPUT))
+    };
+    let g = XnnGraph {
+        version: Some("0".into()),
+        nodes: vec![
+            node(NodeType::XNNAbs, Payload::Node1x1 { input_id: 0, output_id: 1, flags: 0 }, None),
+            node(extra, Payload::Node1x1 { input_id: 1, output_id: 2, flags: 0 }, None),
+        ],
+        values: vec![input, XValue::Tensor(value(1, INVALID_ID, 0)), XValue::Tensor(value(2, 1, FLAG_EXTERNAL_OUTPUT))],
+        num_externs: 2,
+        input_ids: Some(vec![0]),
+        output_ids: Some(vec![2]),
+        constant_buffer: None,
+        mem_buffer_sizes: None,
+        constant_data: Some(vec![ConstantEntry { offset: 0, size: 0, named_key: None }]),
+    };
+    pte::xnnpack::write(&g, &[])
+}
+
+#[test]
+fn init_refuses_unsupported_nodes_and_datatypes_naming_node_index_and_delegate() {
+    use ptecheck::backends::xnnpack::XnnpackBackend;
+    use ptecheck::runtime::{Backend, BackendOptions, ErrorCode, InitContext};
+    let options = BackendOptions::default();
+    let ctx = InitContext { method: "forward", delegate_index: 3, options: &options, named_data: &[] };
+    // Both nodes supported: init succeeds.
+    assert!(XnnpackBackend.init(&ctx, &two_node_blob(NodeType::XNNNegate, false), &[]).is_ok());
+    for ty in [NodeType::XNNGelu, NodeType::XNNLog, NodeType::XNNHardswish] {
+        let e = XnnpackBackend.init(&ctx, &two_node_blob(ty, false), &[]).err().expect("refused");
+        assert_eq!(e.code, ErrorCode::NotSupported);
+        assert!(
+            e.detail.contains("method forward delegates[3]")
+                && e.detail.contains("xnodes[1]")
+                && e.detail.contains(ty.name()),
+            "{}",
+            e.detail
+        );
+    }
+    let e = XnnpackBackend.init(&ctx, &two_node_blob(NodeType::XNNNegate, true), &[]).err().expect("refused");
+    assert_eq!(e.code, ErrorCode::NotSupported);
+    assert!(e.detail.contains("xvalues[0]") && e.detail.contains("quantized"), "{}", e.detail);
+}
+
+#[test]
+fn negate_flips_the_sign_of_zero() {
+    let out = run(&n1(NodeType::XNNNegate), &[&t(&[2], &[0.0, -0.0])]);
+    let bits: Vec<u32> = out.data.iter().map(|x| x.to_bits()).collect();
+    assert_eq!(bits, vec![(-0.0f32).to_bits(), 0.0f32.to_bits()]);
+}

@@ -240,24 +240,10 @@ fn mismatches(g: Generated, dir: &Path, runner: &mut Runner) -> bool {
 
 /// Shrinks the case's generator bytes while it keeps mismatching in the runner.
 fn shrink(cfg: &GenConfig, bytes: &[u8], dir: &Path, runner: &mut Runner, budget: usize) -> Vec<u8> {
-    let mut best = bytes.to_vec();
-    let mut tries = 0;
-    let mut chunk = best.len().max(1).next_power_of_two() / 2;
-    while chunk >= 1 && tries < budget {
-        let mut i = 0;
-        while i < best.len() && tries < budget {
-            let mut cand = best.clone();
-            cand.drain(i..(i + chunk).min(cand.len()));
-            tries += 1;
-            if mismatches(generate(cfg, &mut Unstructured::new(&cand), None), dir, runner) {
-                best = cand;
-            } else {
-                i += chunk;
-            }
-        }
-        chunk /= 2;
-    }
-    best
+    super::campaign::shrink_bytes(bytes, budget, |cand| {
+        mismatches(generate(cfg, &mut Unstructured::new(cand), None), dir, runner)
+    })
+    .0
 }
 
 fn write(path: &Path, bytes: &[u8]) {

@@ -544,7 +544,13 @@ impl<'a> Method<'a> {
 
 impl Drop for Method<'_> {
     fn drop(&mut self) {
-        for (d, live) in self.delegates.iter_mut().enumerate() {
+        let mut order: Vec<usize> = (0..self.delegates.len()).collect();
+        if self.fault == Some(Fault::DestroyDescending) {
+            // Seeded bug: teardown walks the delegates from the last one.
+            order.reverse();
+        }
+        for d in order {
+            let live = &mut self.delegates[d];
             if let Some(mut h) = live.handle.take() {
                 self.trace.record(TraceEvent::Destroy {
                     method: self.name.clone(),

@@ -395,3 +395,28 @@ fn nodes_out_of_order_run_in_topological_order() {
     let l = load_graph(&g, &r).expect("loads");
     assert_eq!(l.order, [1, 0]);
 }
+
+#[test]
+fn a_quantisation_parameter_tag_outside_the_schema_is_rejected() {
+    // Value 0 made a quantised value (per-tensor), then its XNNQuantParams type byte
+    // (XNNQuantizedTensorValue slot 1) set past the four kinds, then to NONE.
+    let (mut g, r) = base();
+    let XValue::Tensor(t) = g.values[0].clone() else { panic!("a tensor value") };
+    g.values[0] =
+        XValue::Quantized { tensor: t, params: pte::xnnpack::QuantParams::PerTensor { scale: 0.5, zero_point: 3 } };
+    let written = xnnpack::write(&g, &r);
+    let parsed = xnnpack::parse(&written).expect("the quantised value parses");
+    assert!(matches!(&parsed.graph.values[0], XValue::Quantized { .. }));
+    for tag in [5u8, 0] {
+        let mut b = written.clone();
+        let root = fb::root(&b, 32);
+        let v0 = fb::elem(&b, fb::field(&b, root, 2).expect("xvalues"), 0);
+        let quantised = fb::deref(&b, fb::field(&b, v0, 1).expect("union value"));
+        let at = fb::field(&b, quantised, 1).expect("quant_params type byte");
+        assert_eq!(b[at], 2, "PerTensorQuant is tag 2");
+        b[at] = tag;
+        let e = xnnpack::load(&b, None).unwrap_err();
+        assert_eq!(e, XnnError::QuantParamsType { index: 0, tag });
+        assert_eq!(e.et_code(), 0x11);
+    }
+}

@@ -1,0 +1,102 @@
+//! The oracle's structural checks (I1–I3, `oracle::structure`) fail on programs that break
+//! them: each test emits a built-in example, edits the loaded program the way an emitter bug
+//! would, and expects the named invariant with its message.
+
+use ptecheck::emit::{EmitOptions, emit};
+use ptecheck::format::{self, LoadedProgram};
+use ptecheck::generator::examples::example;
+use ptecheck::ir::IrProgram;
+use ptecheck::oracle::{Report, structure};
+use ptecheck::program::{EValue, Instruction, SCRATCH_KEY, ScratchSpec, encode_scratch, parse_scratch};
+
+fn emitted(name: &str) -> (IrProgram, Vec<u8>) {
+    let ir = example(name).expect("example");
+    let opts = EmitOptions { share: true, delegate_segments: true, allow_while: true, fault: None };
+    let bytes = emit(&ir, &opts).expect("emits").to_bytes().expect("writes");
+    (ir, bytes)
+}
+
+fn check(ir: &IrProgram, loaded: &LoadedProgram<'_>) -> Report {
+    let mut r = Report::default();
+    structure::check(ir, loaded, true, &mut r);
+    r
+}
+
+fn failed(r: &Report, invariant: &str, needle: &str) -> bool {
+    r.failures.iter().any(|f| f.invariant == invariant && f.detail.contains(needle))
+}
+
+#[test]
+fn the_unedited_examples_pass() {
+    for name in ["multi-method", "scratch-repeated", "denoise-loop", "cond-delegates", "map-delegate"] {
+        let (ir, bytes) = emitted(name);
+        let r = check(&ir, &format::load(&bytes).expect("loads"));
+        assert!(r.ok(), "{name}: {:?}", r.failures);
+        assert!(r.checked.get("I1").is_some_and(|n| *n > 0) && r.checked.get("I3").is_some_and(|n| *n > 0));
+    }
+}
+
+#[test]
+fn a_method_without_a_plan_fails_i1() {
+    let (ir, bytes) = emitted("multi-method");
+    let mut loaded = format::load(&bytes).expect("loads");
+    let plans = loaded.program.execution_plan.as_mut().expect("plans");
+    assert!(plans.len() >= 2);
+    let dropped = plans.pop().expect("a plan").name.unwrap_or_default();
+    let r = check(&ir, &loaded);
+    assert!(failed(&r, "I1", &dropped), "{:?}", r.failures);
+}
+
+#[test]
+fn a_scratch_entry_that_differs_from_the_declaration_fails_i3() {
+    let (ir, bytes) = emitted("scratch-repeated");
+    let mut loaded = format::load(&bytes).expect("loads");
+    let mut edited = 0;
+    for plan in loaded.program.execution_plan.as_mut().expect("plans") {
+        for d in plan.delegates.as_mut().into_iter().flatten() {
+            for spec in d.compile_specs.as_mut().into_iter().flatten() {
+                if spec.key.as_deref() == Some(SCRATCH_KEY) {
+                    let value = spec.value.as_mut().expect("value");
+                    let mut specs = parse_scratch(&value.0).expect("parses");
+                    specs[0] = ScratchSpec { nbytes: specs[0].nbytes + 8, mem_id: specs[0].mem_id };
+                    value.0 = encode_scratch(&specs);
+                    edited += 1;
+                }
+            }
+        }
+    }
+    assert!(edited > 0);
+    let r = check(&ir, &loaded);
+    assert!(failed(&r, "I3", "scratch entry"), "{:?}", r.failures);
+}
+
+#[test]
+fn a_delegate_argument_of_the_wrong_type_or_a_foreign_blob_fails_i3() {
+    let (ir, bytes) = emitted("multi-method");
+    let mut loaded = format::load(&bytes).expect("loads");
+    // Point the first DelegateCall's first argument at a non-tensor value.
+    let plan = &mut loaded.program.execution_plan.as_mut().expect("plans")[0];
+    let values = plan.values.as_mut().expect("values");
+    values.push(EValue::Int(0));
+    let scalar = values.len() as i32 - 1;
+    let call = plan
+        .chains
+        .as_mut()
+        .expect("chains")
+        .iter_mut()
+        .flat_map(|c| c.instructions.as_mut().expect("instructions").iter_mut())
+        .find_map(|i| match i {
+            Instruction::DelegateCall(d) => Some(d),
+            _ => None,
+        })
+        .expect("a DelegateCall");
+    call.args.as_mut().expect("args")[0] = scalar;
+    let r = check(&ir, &loaded);
+    assert!(failed(&r, "I3", "args[0]"), "{:?}", r.failures);
+    // The module's processed bytes changed in the IR: the stored blob no longer matches.
+    let (mut ir, bytes) = emitted("multi-method");
+    let loaded = format::load(&bytes).expect("loads");
+    ir.modules[0].processed.push(0);
+    let r = check(&ir, &loaded);
+    assert!(failed(&r, "I3", "blob differs"), "{:?}", r.failures);
+}
