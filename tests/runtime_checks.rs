@@ -315,3 +315,24 @@ fn input_templates_give_each_input_its_kind_and_value() {
     assert_eq!(method.input_template(tensors + 2), Some(HostValue::Double(2.5)));
     assert_eq!(method.input_template(tensors + 3), None);
 }
+
+#[test]
+fn planned_arenas_beyond_the_memory_limit_fail_init_before_any_backend() {
+    use ptecheck::runtime::{RuntimeError, Trace};
+    let data = real("demo_repeated_call_3x");
+    let loaded = format::load(&data).expect("loads");
+    let arenas: i64 = loaded.program.plans()[0].non_const_buffer_sizes.as_deref().unwrap_or(&[]).iter().sum();
+    assert!(arenas > 16, "{arenas}");
+    let mut rt = ptecheck::backends::default_runtime();
+    assert!(rt.load_method(&loaded, "forward", None, &Trace::default()).is_ok());
+    rt.memory_limit = arenas as usize - 1;
+    let trace = Trace::default();
+    match rt.load_method(&loaded, "forward", None, &trace) {
+        Err(RuntimeError::Check(e)) => assert_eq!(e.code(), ErrorCode::MemoryAllocationFailed, "{e}"),
+        Err(e) => assert_eq!(e.code(), ErrorCode::MemoryAllocationFailed, "{e}"),
+        Ok(_) => panic!("arenas of {arenas} bytes accepted under a limit of {}", arenas - 1),
+    }
+    assert!(trace.events().is_empty(), "a backend was initialised: {:?}", trace.events());
+    rt.memory_limit = arenas as usize;
+    assert!(rt.load_method(&loaded, "forward", None, &Trace::default()).is_ok());
+}
