@@ -42,6 +42,8 @@ pub enum Fault {
     JumpOffByOne,
     /// Emitter: drop the last output from DelegateCall args.
     DropLastDelegateOutput,
+    /// Emitter: swap a DelegateCall's first two inputs when they have the same type.
+    SwapDelegateInputs,
     /// Emitter: a call inside a loop body uses the delegate of another module.
     WrongDelegateInLoop,
     /// Runtime kernels: `aten::sub.out` computes `other - self` (a numeric discrepancy).

@@ -43,7 +43,10 @@ fn every_single_byte_flip_of_a_real_file_is_rejected_or_handled() {
                 if l.program == full.program {
                     same += 1;
                 } else {
-                    assert!(!segment_bytes.iter().any(|r| r.contains(&i)), "flip at {i} in segment data changed the program");
+                    assert!(
+                        !segment_bytes.iter().any(|r| r.contains(&i)),
+                        "flip at {i} in segment data changed the program"
+                    );
                     changed += 1;
                 }
                 // Whatever loads is checked and run without a panic, hang or leak.

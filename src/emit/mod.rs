@@ -416,6 +416,15 @@ impl MethodState<'_> {
             }
         };
         let mut all: Vec<i32> = args.iter().map(|a| *a as i32).collect();
+        if fault == Some(Fault::SwapDelegateInputs) && all.len() >= 2 {
+            // Seeded bug: the first two inputs change places when their types agree (so every
+            // structural check still passes).
+            let c = m.graph.constants.len();
+            let types = graph_types(&m.graph, &[], "module").unwrap_or_default();
+            if types.get(c).is_some() && types.get(c) == types.get(c + 1) {
+                all.swap(0, 1);
+            }
+        }
         all.extend(outs.iter().map(|o| *o as i32));
         if fault == Some(Fault::DropLastDelegateOutput) {
             all.pop();

@@ -21,8 +21,9 @@ pub fn expected_invariant(f: Fault) -> Invariant {
         // Wrong arithmetic: a handle shared across call sites that keeps per-call state, or a
         // kernel with its operands swapped, computes wrong outputs.
         ArgkeepOptedIn | SubSwapsOperands => Invariant::I6,
-        // A DelegateCall whose arguments do not match its module.
-        DropLastDelegateOutput => Invariant::I3,
+        // A DelegateCall whose arguments do not match its module: by count, or (same types,
+        // swapped) by the values each execute received.
+        DropLastDelegateOutput | SwapDelegateInputs => Invariant::I3,
     }
 }
 
