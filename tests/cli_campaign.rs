@@ -53,3 +53,25 @@ fn a_failing_campaign_saves_its_reproducer_and_exits_1() {
     assert!(dir.join("failing-cases.json").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_differential_campaign_from_the_command_line() {
+    let me = env!("CARGO_BIN_EXE_ptecheck");
+    let out_dir = std::env::temp_dir().join(format!("ptecheck-cli-diff-{}", std::process::id()));
+    let run = |runner: &str, extra: &[&str]| {
+        bin().args(["campaign", "--runner", runner, "--out"]).arg(&out_dir).args(extra).output().expect("runs")
+    };
+    let out = run(&format!("{me} runner"), &["--json", "--cases", "12"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(r["cases"], 12);
+    assert_eq!(r["mismatch"], 0);
+    assert!(r["methods_run"].as_u64().is_some_and(|n| n >= 12), "{r}");
+    // A runner with a planted numeric fault: a mismatch, exit 1, text report.
+    let out = run(&format!("{me} runner --fault sub_swaps_operands"), &["--cases", "60"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // A runner that never says hello: exit 2.
+    let out = run("sh -c 'exit 3'", &["--cases", "2", "--runner-start-timeout", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

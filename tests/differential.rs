@@ -220,3 +220,45 @@ fn non_finite_float_scalars_and_elements_survive_the_corpus_encoding() {
     assert_eq!(v["values"], serde_json::json!(["NaN", "-inf", -0.0]));
     assert_eq!(from_json(&v, "v").expect("decodes"), t);
 }
+
+#[test]
+fn the_generator_keeps_to_what_the_runner_announced() {
+    use ptecheck::ir::{Node, OpKind};
+    use ptecheck::oracle::campaign::{case_config, case_input};
+    use ptecheck::oracle::differential::restrict;
+    use strum::IntoEnumIterator;
+    let allowed = [OpKind::Add, OpKind::Mul, OpKind::Relu];
+    let hello = ptecheck::runner::Hello {
+        protocol: 1,
+        name: "test".into(),
+        version: "0".into(),
+        backends: vec!["XnnpackBackend".into(), "NotOurs".into()],
+        operators: allowed.iter().map(|k| k.qualified_kernel()).chain(["aten::nope.out".to_string()]).collect(),
+    };
+    let opts = CampaignOptions::default();
+    let (mut ops, mut backends, mut loops) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new(), 0);
+    for case in 0..150 {
+        let cfg = restrict(&case_config(&opts, case), &hello);
+        let g = ptecheck::generator::generate(&cfg, &mut arbitrary::Unstructured::new(&case_input(0, case)), None);
+        let mut visit = |n: &Node, _: usize| match n {
+            Node::Op { op, .. } => {
+                ops.insert(op.kind());
+            }
+            Node::Map { .. } | Node::Scan { .. } | Node::While { .. } => loops += 1,
+            _ => {}
+        };
+        for m in &g.program.methods {
+            m.graph.walk(0, &mut visit);
+        }
+        for m in &g.program.modules {
+            m.graph.walk(0, &mut visit);
+            backends.insert(m.backend.clone());
+        }
+    }
+    assert!(ops.iter().all(|k| allowed.contains(k)), "{ops:?}");
+    assert!(ops.len() >= 2, "{ops:?}");
+    assert_eq!(loops, 0, "loops need kernels the runner lacks");
+    assert!(backends.iter().all(|b| b == "XnnpackBackend"), "{backends:?}");
+    assert!(!backends.is_empty());
+    assert!(OpKind::iter().count() > allowed.len());
+}
