@@ -33,6 +33,8 @@ pub enum Fault {
     DestroyDescending,
     /// Runtime init: after an init failure, drop the earlier handles without `destroy`.
     LeakOnInitFailure,
+    /// Runtime init: a failing `init`'s error code is reported as `Internal`.
+    InitErrorCodeLost,
     /// Runtime checks: one delayed operator-lookup error slot that every later lookup,
     /// successful or not, overwrites (Q1).
     LaterOpLookupHides,

@@ -17,7 +17,7 @@ pub fn expected_invariant(f: Fault) -> Invariant {
         // Lifecycle bugs, seen in the backends' own counts; a wrong jump changes how often a
         // call site executes.
         InitPerCallSite | DestroyPerCallSite | LeakSharedHandle | DestroyDescending | JumpOffByOne => Invariant::I4,
-        LeakOnInitFailure => Invariant::I5,
+        LeakOnInitFailure | InitErrorCodeLost => Invariant::I5,
         // Wrong arithmetic: a handle shared across call sites that keeps per-call state, or a
         // kernel with its operands swapped, computes wrong outputs.
         ArgkeepOptedIn | SubSwapsOperands => Invariant::I6,

@@ -184,11 +184,13 @@ impl Runtime {
                         }
                     }
                     // Dropping `method` destroys delegates 0..d in ascending order (T3).
+                    // Seeded bug: the backend's error code is replaced by a generic one.
+                    let code = if self.fault == Some(Fault::InitErrorCodeLost) { ErrorCode::Internal } else { e.code };
                     return Err(RuntimeError::InitFailed {
                         method: name.into(),
                         delegate: d,
                         backend: id,
-                        code: e.code,
+                        code,
                         detail: e.detail,
                     });
                 }
