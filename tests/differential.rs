@@ -122,6 +122,27 @@ fn a_crash_is_recorded_against_its_request_and_the_runner_restarts() {
 }
 
 #[test]
+fn an_exit_is_recorded_with_its_status_and_a_runner_that_cannot_restart_is_no_runner() {
+    let (c, starts) = classes("exit-on:2", 3, Duration::from_secs(10));
+    assert_eq!(c, vec!["ok", "exited", "ok"]);
+    assert_eq!(starts, 2);
+    // Starts once, crashes on its first request, and every restart fails.
+    let dir = tmp("no-restart");
+    let marker = dir.join("started");
+    let cmd = format!(
+        "if [ -e {m} ]; then exit 9; fi; touch {m}; exec {} runner --chaos crash-on:1",
+        env!("CARGO_BIN_EXE_ptecheck"),
+        m = marker.display()
+    );
+    let mut cfg = RunnerConfig::new(cmd);
+    cfg.start_timeout = Duration::from_secs(10);
+    let mut r = Runner::start(cfg).expect("starts");
+    let reqs: Vec<Request> = (0..3).map(|_| request(&mut r, "cpu_add_mul")).collect();
+    let c: Vec<&str> = r.run(&reqs).iter().map(Outcome::class).collect();
+    assert_eq!(c, vec!["signalled", "no_runner", "no_runner"]);
+}
+
+#[test]
 fn a_hang_is_cut_at_the_deadline_and_the_runner_restarts() {
     let (c, starts) = classes("hang-on:2", 3, Duration::from_millis(500));
     assert_eq!(c, vec!["ok", "hung", "ok"]);

@@ -18,6 +18,8 @@ pub enum Chaos {
     ExitBeforeHello,
     /// Abort (SIGABRT) on the n-th request (1-based).
     CrashOn(u64),
+    /// Exit with status 7 on the n-th request, without a reply.
+    ExitOn(u64),
     /// Never answer the n-th request.
     HangOn(u64),
     /// Answer the n-th request with a line that is not JSON.
@@ -25,15 +27,18 @@ pub enum Chaos {
 }
 
 impl Chaos {
-    /// Parses `exit-before-hello`, `crash-on:N`, `hang-on:N`, `garbage-on:N`.
+    /// Parses `exit-before-hello`, `crash-on:N`, `exit-on:N`, `hang-on:N`, `garbage-on:N`.
     pub fn parse(s: &str) -> Result<Chaos, String> {
         let n = |v: &str| v.parse::<u64>().map_err(|_| format!("bad request number in `{s}`"));
         match s.split_once(':') {
             None if s == "exit-before-hello" => Ok(Chaos::ExitBeforeHello),
             Some(("crash-on", v)) => Ok(Chaos::CrashOn(n(v)?)),
+            Some(("exit-on", v)) => Ok(Chaos::ExitOn(n(v)?)),
             Some(("hang-on", v)) => Ok(Chaos::HangOn(n(v)?)),
             Some(("garbage-on", v)) => Ok(Chaos::GarbageOn(n(v)?)),
-            _ => Err(format!("unknown chaos `{s}` (exit-before-hello, crash-on:N, hang-on:N, garbage-on:N)")),
+            _ => {
+                Err(format!("unknown chaos `{s}` (exit-before-hello, crash-on:N, exit-on:N, hang-on:N, garbage-on:N)"))
+            }
         }
     }
 }
@@ -148,6 +153,10 @@ pub fn serve(
             Some(Chaos::CrashOn(k)) if k == n => {
                 eprintln!("chaos: aborting on request {n}");
                 std::process::abort();
+            }
+            Some(Chaos::ExitOn(k)) if k == n => {
+                eprintln!("chaos: exiting with status 7 on request {n}");
+                std::process::exit(7);
             }
             Some(Chaos::HangOn(k)) if k == n => loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
