@@ -262,7 +262,7 @@ struct RunnerArgs {
     /// Exhibit a seeded fault (a discrepancy for the differential campaigns to find).
     #[arg(long, value_parser = parse_fault)]
     fault: Option<Fault>,
-    /// Misbehave on purpose: exit-before-hello, crash-on:N, hang-on:N, garbage-on:N (for
+    /// Misbehave on purpose: exit-before-hello, crash-on:N, exit-on:N, hang-on:N, garbage-on:N (for
     /// testing the harness's handling of broken runners).
     #[arg(long, hide = true)]
     chaos: Option<String>,
