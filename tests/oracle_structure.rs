@@ -100,3 +100,27 @@ fn a_delegate_argument_of_the_wrong_type_or_a_foreign_blob_fails_i3() {
     let r = check(&ir, &loaded);
     assert!(failed(&r, "I3", "blob differs"), "{:?}", r.failures);
 }
+
+#[test]
+fn an_unreferenced_delegate_or_an_out_of_range_list_item_fails_i1() {
+    let (ir, bytes) = emitted("multi-method");
+    let mut loaded = format::load(&bytes).expect("loads");
+    let plan = &mut loaded.program.execution_plan.as_mut().expect("plans")[0];
+    let delegates = plan.delegates.as_mut().expect("delegates");
+    let copy = delegates[0].clone();
+    delegates.push(copy);
+    let r = check(&ir, &loaded);
+    assert!(failed(&r, "I1", "no DelegateCall references"), "{:?}", r.failures);
+    for list in [
+        EValue::TensorList(Some(vec![0, 9999])),
+        EValue::OptionalTensorList(Some(vec![-1, 9999])),
+        EValue::IntList(Some(vec![9999])),
+    ] {
+        let (ir, bytes) = emitted("multi-method");
+        let mut loaded = format::load(&bytes).expect("loads");
+        let plan = &mut loaded.program.execution_plan.as_mut().expect("plans")[0];
+        plan.values.as_mut().expect("values").push(list.clone());
+        let r = check(&ir, &loaded);
+        assert!(failed(&r, "I1", "9999"), "{list:?}: {:?}", r.failures);
+    }
+}
