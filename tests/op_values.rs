@@ -121,6 +121,12 @@ fn every_op_matches_hand_computed_values_in_both_implementations() {
     // mm: operand order (a column times a row).
     case(Op::Mm, vec![f(&[2, 1], &[1., 2.]), f(&[1, 2], &[3., 4.])], f(&[2, 2], &[3., 4., 6., 8.]), s);
     case(Op::Mm, vec![f(&[1, 2], &[3., 4.]), f(&[2, 1], &[1., 2.])], f(&[1, 1], &[11.]), s);
+    case(
+        Op::Mm,
+        vec![f(&[2, 2], &[1., 2., 3., 4.]), f(&[2, 3], &[5., 6., 7., 8., 9., 10.])],
+        f(&[2, 3], &[21., 24., 27., 47., 54., 61.]),
+        s,
+    );
     // permute_copy: a transpose, int64 kept exactly.
     case(
         Op::PermuteCopy { dims: vec![1, 0] },
