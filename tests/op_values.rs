@@ -238,3 +238,59 @@ fn integer_floor_division_by_zero_is_a_typed_error_in_both() {
         assert!(e.contains("integer division"), "{e}");
     }
 }
+
+/// One prim kernel on two scalar inputs, in a program built by hand (the IR's scalar ops are
+/// int64; ExecuTorch's exporter also emits them on doubles).
+fn prim_on_runtime(
+    op: &str,
+    a: ptecheck::runtime::HostValue,
+    b: ptecheck::runtime::HostValue,
+) -> Vec<ptecheck::runtime::HostValue> {
+    use ptecheck::program::*;
+    let scalar = |v: &ptecheck::runtime::HostValue| match v {
+        ptecheck::runtime::HostValue::Double(_) => EValue::Double(0.0),
+        _ => EValue::Int(0),
+    };
+    let (name, overload) = op.split_once('.').expect("qualified");
+    let program = Program {
+        execution_plan: Some(vec![ExecutionPlan {
+            name: Some("forward".into()),
+            values: Some(vec![scalar(&a), scalar(&b), EValue::Double(0.0)]),
+            inputs: Some(vec![0, 1]),
+            outputs: Some(vec![2]),
+            chains: Some(vec![Chain {
+                instructions: Some(vec![Instruction::KernelCall(KernelCall {
+                    op_index: 0,
+                    args: Some(vec![0, 1, 2]),
+                })]),
+                ..Chain::default()
+            }]),
+            operators: Some(vec![Operator { name: Some(name.into()), overload: Some(overload.into()) }]),
+            delegates: Some(vec![]),
+            non_const_buffer_sizes: Some(vec![0]),
+            ..ExecutionPlan::default()
+        }]),
+        constant_buffer: Some(vec![]),
+        backend_delegate_data: Some(vec![]),
+        ..Program::default()
+    };
+    let bytes = format::write(&program, &[], &format::WriteOptions::default()).expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let rt = ptecheck::backends::default_runtime();
+    Session::new(&loaded, &rt).run("forward", Some(&[a, b])).expect("runs")
+}
+
+#[test]
+fn prim_ops_on_doubles_compute_in_double() {
+    use ptecheck::runtime::HostValue::{Double, Int};
+    let cases = [
+        ("executorch_prim::add.Scalar", Double(1.5), Double(0.25), Double(1.75)),
+        ("executorch_prim::sub.Scalar", Double(1.5), Double(0.25), Double(1.25)),
+        ("executorch_prim::sub.Scalar", Int(2), Double(0.5), Double(1.5)),
+        ("executorch_prim::mul.Scalar", Double(1.5), Double(-2.0), Double(-3.0)),
+    ];
+    for (op, a, b, want) in cases {
+        let got = prim_on_runtime(op, a.clone(), b.clone());
+        assert_eq!(got, vec![want.clone()], "{op}({a:?}, {b:?})");
+    }
+}
