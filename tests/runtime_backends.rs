@@ -113,3 +113,27 @@ fn a_graph_blob_is_a_checked_plan_of_kernels_not_an_interpreted_graph() {
     assert_eq!(e.code, ptecheck::runtime::ErrorCode::InvalidProgram, "{}", e.detail);
     assert!(e.detail.contains("KernelCall.args = 999"), "{}", e.detail);
 }
+
+#[test]
+fn a_nested_plan_runs_within_the_memory_limit_it_is_given() {
+    use ptecheck::backends::graph::parse;
+    let m = lower(Flavor::Demo, step_graph(), vec![], None).expect("lowers");
+    let plan = parse(&m.processed).expect("parses");
+    let x = HostValue::Tensor(HostTensor::f32(vec![2, 4], &[1.0; 8]));
+    assert!(plan.run(std::slice::from_ref(&x), 1 << 20).is_ok());
+    let e = plan.run(&[x], 8).expect_err("arenas above 8 bytes");
+    assert_eq!(e.code(), ptecheck::runtime::ErrorCode::MemoryAllocationFailed, "{e}");
+}
+
+#[test]
+fn a_method_exposes_the_trace_it_records_into() {
+    let p = two_calls(true);
+    let bytes = emit(&p, &EmitOptions::default()).expect("emits").to_bytes().expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let rt = default_runtime();
+    let session = ptecheck::runtime::Session::new(&loaded, &rt);
+    let m = session.load("forward").expect("inits");
+    let inits = m.trace().events().iter().filter(|e| matches!(e, ptecheck::runtime::TraceEvent::Init { .. })).count();
+    assert_eq!(inits, loaded.program.plans()[0].delegate_list().len());
+    assert!(inits > 0);
+}
