@@ -287,3 +287,15 @@ fn force_aligned_inline_blobs_start_16_aligned() {
         }
     }
 }
+
+#[test]
+fn segment_alignment_is_the_least_common_multiple() {
+    use pte::format::header::lcm;
+    assert_eq!(lcm(4, 6), 12);
+    assert_eq!(lcm(16, 128), 128);
+    assert_eq!(lcm(48, 32), 96);
+    assert_eq!(lcm(7, 5), 35);
+    assert_eq!(lcm(0, 8), 8);
+    assert_eq!(lcm(8, 0), 8);
+    assert_eq!(lcm(1, 1), 1);
+}
