@@ -640,3 +640,18 @@ fn the_writer_refuses_gaps_between_segments_beyond_64_kib_each() {
     p.segments = Some(edge);
     assert!(format::write(&p, &refs, &WriteOptions::default()).is_ok());
 }
+
+#[test]
+fn an_old_24_byte_header_lets_segments_run_to_the_end_of_the_file() {
+    // The same file with its header declared 24 bytes long (ExecuTorch before the data-size
+    // field): no segment data size is read, and the segments still resolve.
+    let d = real("demo_repeated_call_3x");
+    let full = pte::format::load(&d).expect("loads");
+    assert!(full.segments.iter().any(|s| !s.is_empty()), "the file has segment data");
+    let mut old = d.clone();
+    old[12..16].copy_from_slice(&24u32.to_le_bytes());
+    let loaded = pte::format::load(&old).expect("a 24-byte header loads");
+    assert_eq!(loaded.header.map(|h| (h.length, h.segment_data_size)), Some((24, 0)));
+    assert_eq!(loaded.segments, full.segments);
+    assert_eq!(loaded.program, full.program);
+}
