@@ -132,36 +132,25 @@ impl Corruption {
     /// Applies the edit to `p` (false when the place no longer exists).
     pub fn apply(&self, p: &mut Program) -> bool {
         let Some(plan) = p.execution_plan.as_mut().and_then(|v| v.get_mut(self.plan)) else { return false };
-        match self.edit {
-            Edit::PlanInput { position, to } => {
-                return plan.inputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to).is_some();
+        // The edit itself is made once, on a copy of the one element ([`Corruption::patch`]).
+        let Some(patched) = self.patch(plan) else { return false };
+        let slot = match patched {
+            Patched::PlanIo(Io::Input, position, to) => {
+                plan.inputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to)
             }
-            Edit::PlanOutput { position, to } => {
-                return plan.outputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to).is_some();
+            Patched::PlanIo(Io::Output, position, to) => {
+                plan.outputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to)
             }
-            _ => {}
-        }
-        if let Edit::ListItem { value, item, to } = self.edit {
-            let Some(v) = plan.values.as_mut().and_then(|v| v.get_mut(value)) else { return false };
-            return match v {
-                EValue::IntList(Some(items)) => items.get_mut(item).map(|x| *x = to).is_some(),
-                EValue::TensorList(Some(items)) | EValue::OptionalTensorList(Some(items)) => {
-                    items.get_mut(item).map(|x| *x = to as i32).is_some()
-                }
-                _ => false,
-            };
-        }
-        let Some((c, i)) = self.at else { return false };
-        let Some(ins) = plan
-            .chains
-            .as_mut()
-            .and_then(|ch| ch.get_mut(c))
-            .and_then(|ch| ch.instructions.as_mut())
-            .and_then(|l| l.get_mut(i))
-        else {
-            return false;
+            Patched::Value(index, value) => plan.values.as_mut().and_then(|v| v.get_mut(index)).map(|x| *x = value),
+            Patched::Instruction(c, i, ins) => plan
+                .chains
+                .as_mut()
+                .and_then(|ch| ch.get_mut(c))
+                .and_then(|ch| ch.instructions.as_mut())
+                .and_then(|l| l.get_mut(i))
+                .map(|x| *x = ins),
         };
-        apply_edit(ins, self.edit)
+        slot.is_some()
     }
 }
 
