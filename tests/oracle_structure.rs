@@ -6,7 +6,7 @@ use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format::{self, LoadedProgram};
 use ptecheck::generator::examples::example;
 use ptecheck::ir::IrProgram;
-use ptecheck::oracle::{Report, structure};
+use ptecheck::oracle::{Invariant, Report, structure};
 use ptecheck::program::{EValue, Instruction, SCRATCH_KEY, ScratchSpec, encode_scratch, parse_scratch};
 
 fn emitted(name: &str) -> (IrProgram, Vec<u8>) {
@@ -32,7 +32,10 @@ fn the_unedited_examples_pass() {
         let (ir, bytes) = emitted(name);
         let r = check(&ir, &format::load(&bytes).expect("loads"));
         assert!(r.ok(), "{name}: {:?}", r.failures);
-        assert!(r.checked.get("I1").is_some_and(|n| *n > 0) && r.checked.get("I3").is_some_and(|n| *n > 0));
+        assert!(
+            r.checked.get(&Invariant::I1).is_some_and(|n| *n > 0)
+                && r.checked.get(&Invariant::I3).is_some_and(|n| *n > 0)
+        );
     }
 }
 

@@ -14,6 +14,7 @@
 //!   to sharing, so the emitter's "scratch is never shared" rule (SH5) is what keeps its calls
 //!   apart.
 
+use super::blob_cache::{BlobCache, compiled};
 use crate::emit::{EmitOptions, emit};
 use crate::fault::Fault;
 use crate::ir::infer::{IrError, err, graph_types};
@@ -21,6 +22,8 @@ use crate::ir::{Dtype, Graph, IrMethod, IrProgram, LoweredModule, ScratchDecl, V
 use crate::program::CompileSpec;
 use crate::runtime::frame::{OpError, OpResult};
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext, NestedPlan};
+use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Magic prefix of graph blobs.
 pub const MAGIC: &[u8] = b"PTECHECK-GRAPH\0";
@@ -119,6 +122,11 @@ pub fn lower(
     })
 }
 
+thread_local! {
+    /// Plans compiled from graph blobs on this thread.
+    pub static PLANS: RefCell<BlobCache<NestedPlan>> = RefCell::default();
+}
+
 /// Parses and validates a graph blob into its plan.
 pub fn parse(processed: &[u8]) -> OpResult<NestedPlan> {
     let body = processed
@@ -128,7 +136,7 @@ pub fn parse(processed: &[u8]) -> OpResult<NestedPlan> {
 }
 
 struct State {
-    plan: NestedPlan,
+    plan: Arc<NestedPlan>,
     kept_args: Option<Vec<usize>>,
 }
 
@@ -142,7 +150,7 @@ impl Backend for GraphBackend {
     }
 
     fn init(&self, _ctx: &InitContext<'_>, processed: &[u8], _specs: &[CompileSpec]) -> Result<BackendHandle, OpError> {
-        let plan = parse(processed)?;
+        let plan = compiled(&PLANS, processed, || parse(processed))?;
         Ok(BackendHandle { bytes: processed.len(), state: Box::new(State { plan, kept_args: None }) })
     }
 

@@ -4,6 +4,7 @@
 //! init failures; `XnnpackBackend` lowers float32 sub-graphs to XNNPACK blobs and interprets
 //! them (and ExecuTorch's own). Backends may not touch the loader or the emitter.
 
+pub mod blob_cache;
 pub mod compiler_demo;
 pub mod failing;
 pub mod graph;

@@ -12,7 +12,7 @@
 
 use crate::fault::Fault;
 use crate::format::{self, FormatError, WriteOptions};
-use crate::ir::infer::{IrError, graph_types, node_types};
+use crate::ir::infer::{IrError, graph_types};
 use crate::ir::{ConstTensor, Dtype, Graph, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
 use crate::program::*;
 use sha2::{Digest, Sha256};
@@ -467,8 +467,10 @@ impl MethodState<'_> {
         let frees = view_frees(g, self.modules);
         for (i, node) in g.nodes.iter().enumerate() {
             let p = format!("{path}.nodes[{i}]");
-            let before: Vec<ValueType> = types[..refs.len()].to_vec();
-            let out_types = node_types(node, &before, self.modules, &p)?;
+            // `graph_types` typed every node in order: this node's outputs follow the refs so far.
+            let out_types = types.get(refs.len()..refs.len() + node.output_count(self.modules)).ok_or_else(|| {
+                EmitError::from(IrError { path: p.clone(), detail: "node outputs are not typed".into() })
+            })?;
             let r = |x: &Ref| refs[*x];
             let outs = match node {
                 Node::Op { op, args } => {
@@ -500,6 +502,12 @@ impl MethodState<'_> {
                     self.while_loop(prog, cond, body, &c, &out_types, &p)?
                 }
             };
+            if outs.len() != out_types.len() {
+                return Err(EmitError::from(IrError {
+                    path: p,
+                    detail: format!("emitted {} outputs for {} typed ones", outs.len(), out_types.len()),
+                }));
+            }
             refs.extend(outs);
             // E13: a view's memory is released (FreeCall) after its last use.
             for r in frees.get(&i).into_iter().flatten() {
@@ -699,13 +707,7 @@ fn view_frees(g: &Graph, modules: &[LoweredModule]) -> HashMap<usize, Vec<Ref>> 
         if let Node::Op { op: Op::View { .. }, .. } = n {
             last.insert(next, Some(i));
         }
-        next += match n {
-            Node::Op { .. } | Node::Map { .. } => 1,
-            Node::Call { module, .. } => modules.get(*module).map_or(0, |m| m.graph.outputs.len()),
-            Node::Cond { then_graph, .. } => then_graph.outputs.len(),
-            Node::Scan { body, .. } => body.outputs.len(),
-            Node::While { carried, .. } => carried.len(),
-        };
+        next += n.output_count(modules);
     }
     for o in &g.outputs {
         if let Some(l) = last.get_mut(o) {

@@ -281,7 +281,10 @@ pub fn node_types(
             if m.graph.nodes.iter().any(|n| !matches!(n, Node::Op { .. })) {
                 return Err(err(path, format!("module {module} holds more than CPU ops")));
             }
-            let sig = graph_types(&m.graph, &[], &format!("modules[{module}].graph"))?;
+            let sig = graph_types(&m.graph, &[], "").map_err(|mut e| {
+                e.path = format!("modules[{module}].graph{}", e.path);
+                e
+            })?;
             let c = m.graph.constants.len();
             same_types(&sig[c..c + m.graph.inputs.len()], &get_all(args)?, path, "call arguments")?;
             Ok(m.graph.outputs.iter().map(|r| sig[*r].clone()).collect())
@@ -394,7 +397,14 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
     }
     types.extend(g.inputs.iter().cloned());
     for (i, n) in g.nodes.iter().enumerate() {
-        let out = node_types(n, &types, modules, &format!("{path}.nodes[{i}]"))?;
+        // The node's path is spelled out only for an error: typed with an empty path, an error
+        // at the node (or inside its sub-graphs, `.body…`) gets the node's path in front.
+        let out = node_types(n, &types, modules, "").map_err(|mut e| {
+            if e.path.is_empty() || e.path.starts_with('.') {
+                e.path = format!("{path}.nodes[{i}]{}", e.path);
+            }
+            e
+        })?;
         types.extend(out);
     }
     for (k, r) in g.outputs.iter().enumerate() {

@@ -357,13 +357,23 @@ pub struct LoweredModule {
 pub struct HexBytes(#[serde(with = "hex_bytes")] pub Vec<u8>);
 
 mod hex_bytes {
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserializer, Serializer, de};
     pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&hex::encode(v))
+        s.serialize_str(&const_hex::encode(v))
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let s = String::deserialize(d)?;
-        hex::decode(&s).map_err(serde::de::Error::custom)
+        d.deserialize_str(HexVisitor)
+    }
+    /// Decodes the string where it lies (no copy of the text).
+    struct HexVisitor;
+    impl de::Visitor<'_> for HexVisitor {
+        type Value = Vec<u8>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string of hex digit pairs")
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<Vec<u8>, E> {
+            hex::decode(s).map_err(E::custom)
+        }
     }
 }
 
@@ -403,6 +413,18 @@ pub struct IrMethod {
 }
 
 impl Node {
+    /// Number of refs the node defines (its outputs), given the program's `modules`; a call
+    /// of a module that does not exist defines none.
+    pub fn output_count(&self, modules: &[LoweredModule]) -> usize {
+        match self {
+            Node::Op { .. } | Node::Map { .. } => 1,
+            Node::Call { module, .. } => modules.get(*module).map_or(0, |m| m.graph.outputs.len()),
+            Node::Cond { then_graph, .. } => then_graph.outputs.len(),
+            Node::Scan { body, .. } => body.outputs.len(),
+            Node::While { carried, .. } => carried.len(),
+        }
+    }
+
     /// Sub-graphs of this node (for walks).
     pub fn subgraphs(&self) -> Vec<&Graph> {
         match self {

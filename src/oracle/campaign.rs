@@ -344,7 +344,7 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
                 *features.entry(f).or_default() += 1;
             }
             for (k, v) in &o.report.checked {
-                *invariants.entry(k.clone()).or_default() += v;
+                *invariants.entry(k.name().to_string()).or_default() += v;
             }
             timings.add(&o.report.timings);
             if let Some((bytes, cfg, g)) = o.failed {

@@ -346,11 +346,13 @@ pub fn check_injection(
 /// The shared-model table around one method whose plan has `mf` multi-function delegates over
 /// `bundles` distinct bundles: loads while loaded (one per bundle when shared, one per delegate
 /// otherwise), nothing live after; a failed first load leaves no entry and a retry loads again.
+/// `first` is a run of the method on `inputs` by a fresh rig (with `share_models`), and that rig.
 pub fn check_models(
     opts: &CheckOptions,
     loaded: &LoadedProgram<'_>,
     name: &str,
     inputs: &[HostValue],
+    first: (&Rig, &MethodRun),
     share_models: bool,
     r: &mut Report,
 ) {
@@ -375,8 +377,7 @@ pub fn check_models(
     let bundles: BTreeSet<String> =
         blobs.iter().filter_map(|b| multifn::parse_manifest(b).ok().map(|m| m.export_hash)).collect();
     let what = format!("{name} share_models={share_models}");
-    let rig = Rig::new(opts, share_models, None);
-    let run = run_method(&rig, loaded, name, inputs, &mut Timings::default());
+    let (rig, run) = first;
     let want_loads = if share_models { bundles.len() } else { mf.len() };
     let loads: usize = run.loads.iter().sum();
     r.check(Invariant::Models, run.result.is_ok() && loads == want_loads && run.live_models == want_loads, || {

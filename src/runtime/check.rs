@@ -14,6 +14,7 @@ use crate::format::LoadedProgram;
 use crate::program::{
     EValue, ExecutionPlan, Instruction, SCRATCH_KEY, Tensor, TensorDataLocation, TensorShapeDynamism, parse_scratch,
 };
+use std::sync::Arc;
 
 /// Largest tensor rank the runtime accepts.
 pub const MAX_RANK: usize = 16;
@@ -37,14 +38,14 @@ struct Checker<'l, 'a> {
     fault: Option<Fault>,
     loaded: &'l LoadedProgram<'a>,
     plan: &'l ExecutionPlan,
-    method: String,
+    method: Arc<str>,
     out: Vec<CheckError>,
     /// Argument count of each entry of the operator table (`None`: unknown operator).
     arities: Vec<Option<usize>>,
 }
 
 impl<'l, 'a> Checker<'l, 'a> {
-    fn new(loaded: &'l LoadedProgram<'a>, plan: &'l ExecutionPlan, method: String, fault: Option<Fault>) -> Self {
+    fn new(loaded: &'l LoadedProgram<'a>, plan: &'l ExecutionPlan, method: Arc<str>, fault: Option<Fault>) -> Self {
         let arities = plan.operator_list().iter().map(ops::arity_of).collect();
         Checker { fault, loaded, plan, method, out: Vec::new(), arities }
     }
@@ -535,7 +536,10 @@ impl<'l, 'a> PreparedPlan<'l, 'a> {
             return Err(errors);
         }
         let Some(plan) = loaded.program.plans().get(plan_index) else {
-            return Err(vec![CheckError::MissingField { method: format!("#{plan_index}"), field: "execution_plan" }]);
+            return Err(vec![CheckError::MissingField {
+                method: format!("#{plan_index}").into(),
+                field: "execution_plan",
+            }]);
         };
         let mut last_resolved = None;
         for (c, chain) in plan.chain_list().iter().enumerate() {
@@ -547,7 +551,7 @@ impl<'l, 'a> PreparedPlan<'l, 'a> {
                 }
             }
         }
-        let method = plan.name.clone().unwrap_or_else(|| format!("#{plan_index}"));
+        let method: Arc<str> = plan.name.as_deref().map_or_else(|| format!("#{plan_index}").into(), Into::into);
         Ok(PreparedPlan {
             checker: Checker::new(loaded, plan, method, fault),
             call_sites: call_site_counts(plan),
@@ -558,7 +562,7 @@ impl<'l, 'a> PreparedPlan<'l, 'a> {
 
     /// Every init-time violation of the method with `r` applied, in [`check_method`]'s order
     /// (the first is what `Method::init` reports).
-    pub fn check_replaced(&mut self, r: Replacement<'_>) -> Vec<CheckError> {
+    pub fn check_replaced(&mut self, r: Replacement<'_>) -> &[CheckError] {
         let c = &mut self.checker;
         c.out.clear();
         match r {
@@ -592,7 +596,7 @@ impl<'l, 'a> PreparedPlan<'l, 'a> {
                 }
             }
         }
-        std::mem::take(&mut c.out)
+        &c.out
     }
 }
 
@@ -605,9 +609,9 @@ pub fn check_method(loaded: &LoadedProgram<'_>, plan_index: usize) -> Vec<CheckE
 /// [`check_method`] exhibiting a seeded bug (mutation testing only).
 pub fn check_method_with(loaded: &LoadedProgram<'_>, plan_index: usize, fault: Option<Fault>) -> Vec<CheckError> {
     let Some(plan) = loaded.program.plans().get(plan_index) else {
-        return vec![CheckError::MissingField { method: format!("#{plan_index}"), field: "execution_plan" }];
+        return vec![CheckError::MissingField { method: format!("#{plan_index}").into(), field: "execution_plan" }];
     };
-    let method = plan.name.clone().unwrap_or_else(|| format!("#{plan_index}"));
+    let method: Arc<str> = plan.name.as_deref().map_or_else(|| format!("#{plan_index}").into(), Into::into);
     let mut c = Checker::new(loaded, plan, method, fault);
     c.required_fields();
     c.values();

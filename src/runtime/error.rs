@@ -1,6 +1,7 @@
 //! ExecuTorch error codes and the typed init-time check failures that map onto them.
 
 use serde::Serialize;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// `executorch::runtime::Error` values (semantics.md B.9).
@@ -74,35 +75,35 @@ impl std::fmt::Display for Site {
 #[allow(missing_docs)]
 pub enum CheckError {
     #[error("method {method}: required field `{field}` is absent")]
-    MissingField { method: String, field: &'static str },
+    MissingField { method: Arc<str>, field: &'static str },
     #[error("method {method}: {field} = {index} at {site} is out of range ({count} values)")]
-    ValueIndex { method: String, site: Site, field: &'static str, index: i64, count: usize },
+    ValueIndex { method: Arc<str>, site: Site, field: &'static str, index: i64, count: usize },
     #[error("method {method}: DelegateCall at {site} names delegate {index} but the method has {count}")]
-    DelegateIndex { method: String, site: Site, index: i32, count: usize },
+    DelegateIndex { method: Arc<str>, site: Site, index: i32, count: usize },
     #[error("method {method}: KernelCall at {site} names operator {index} but the method has {count}")]
-    OpIndex { method: String, site: Site, index: i32, count: usize },
+    OpIndex { method: Arc<str>, site: Site, index: i32, count: usize },
     #[error("method {method}: operators[{op_index}] `{name}` has no kernel")]
-    UnknownOperator { method: String, op_index: usize, name: String },
+    UnknownOperator { method: Arc<str>, op_index: usize, name: String },
     #[error("method {method}: KernelCall at {site} passes {found} args to `{op}`, which takes {expected}")]
-    Arity { method: String, site: Site, op: String, expected: usize, found: usize },
+    Arity { method: Arc<str>, site: Site, op: String, expected: usize, found: usize },
     #[error("method {method}: JumpFalseCall at {site} jumps to {destination}, outside the chain's {len} instructions")]
-    JumpDestination { method: String, site: Site, destination: i32, len: usize },
+    JumpDestination { method: Arc<str>, site: Site, destination: i32, len: usize },
     #[error("method {method}: {which}[{position}] = {index} is out of range ({count} values)")]
-    PlanIo { method: String, which: &'static str, position: usize, index: i32, count: usize },
+    PlanIo { method: Arc<str>, which: &'static str, position: usize, index: i32, count: usize },
     #[error("method {method}: {which}[{position}] names values[{index}], a {kind}, not a tensor or scalar")]
-    PlanIoKind { method: String, which: &'static str, position: usize, index: i32, kind: &'static str },
+    PlanIoKind { method: Arc<str>, which: &'static str, position: usize, index: i32, kind: &'static str },
     #[error("method {method}: values[{value}]: {what}")]
-    Tensor { method: String, value: usize, what: String, code: ErrorCode },
+    Tensor { method: Arc<str>, value: usize, what: String, code: ErrorCode },
     #[error("method {method}: values[{value}].items[{item}] = {index}: {what}")]
-    ListItem { method: String, value: usize, item: usize, index: i64, what: &'static str, code: ErrorCode },
+    ListItem { method: Arc<str>, value: usize, item: usize, index: i64, what: &'static str, code: ErrorCode },
     #[error("method {method}: delegates[{delegate}] declares scratch but is called from {sites} call sites")]
-    ScratchShared { method: String, delegate: usize, sites: usize },
+    ScratchShared { method: Arc<str>, delegate: usize, sites: usize },
     #[error("method {method}: delegates[{delegate}] {what}")]
-    Delegate { method: String, delegate: usize, what: String },
+    Delegate { method: Arc<str>, delegate: usize, what: String },
     #[error("method {method}: chain {chain} has no `instructions`")]
-    MissingInstructions { method: String, chain: usize },
+    MissingInstructions { method: Arc<str>, chain: usize },
     #[error("method {method}: {what} at {site} has no `args`")]
-    MissingArgs { method: String, site: Site, what: &'static str },
+    MissingArgs { method: Arc<str>, site: Site, what: &'static str },
 }
 
 impl CheckError {

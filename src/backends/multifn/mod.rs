@@ -19,6 +19,7 @@ mod sync {
     pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 }
 
+use crate::backends::blob_cache::{BlobCache, compiled};
 use crate::backends::graph::{BLOB_METHOD, compile};
 use crate::ir::infer::{IrError, graph_types};
 use crate::ir::{ConstTensor, Graph, HexBytes, LoweredModule, NamedBlob};
@@ -26,6 +27,7 @@ use crate::program::{CompileSpec, sha256_hex};
 use crate::runtime::frame::{OpError, OpResult};
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext, NestedPlan};
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -300,7 +302,7 @@ fn module(g: &Graph, specs: &[(String, Vec<u8>)], manifest: &Manifest) -> Lowere
 /// plan of CPU kernels with its weights filled in.
 #[derive(Debug)]
 pub struct LoadedModel {
-    functions: BTreeMap<String, NestedPlan>,
+    functions: Arc<BTreeMap<String, NestedPlan>>,
     weight_bytes: usize,
     exec: std::sync::Mutex<()>,
 }
@@ -338,6 +340,22 @@ pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<Load
             blob(named, &format!("{}/weights.bin", manifest.path))?,
         )
     };
+    // The compiled functions are a function of (index, weights): cached by those bytes.
+    let mut key = Vec::with_capacity(8 + index.len() + weights.len());
+    key.extend_from_slice(&(index.len() as u64).to_le_bytes());
+    key.extend_from_slice(index);
+    key.extend_from_slice(weights);
+    let functions = compiled(&FUNCTIONS, &key, || compile_functions(index, weights))?;
+    Ok(LoadedModel { functions, weight_bytes: weights.len(), exec: std::sync::Mutex::new(()) })
+}
+
+thread_local! {
+    /// Functions compiled from bundles on this thread.
+    pub static FUNCTIONS: RefCell<BlobCache<BTreeMap<String, NestedPlan>>> = RefCell::default();
+}
+
+/// Compiles every function of a bundle (index JSON, weights) to a plan with its weights filled in.
+fn compile_functions(index: &[u8], weights: &[u8]) -> OpResult<BTreeMap<String, NestedPlan>> {
     let index: BundleIndex = serde_json::from_slice(index).map_err(|e| invalid(format!("bundle index: {e}")))?;
     let mut functions = BTreeMap::new();
     for (name, f) in index.functions {
@@ -345,8 +363,9 @@ pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<Load
         for (c, w) in g.constants.iter_mut().zip(&f.weights) {
             let r = index.weights.get(*w).ok_or_else(|| invalid(format!("{name}: weight {w} missing")))?;
             let bytes = r
-                .offset
-                .checked_add(r.len * 4)
+                .len
+                .checked_mul(4)
+                .and_then(|n| r.offset.checked_add(n))
                 .and_then(|e| weights.get(r.offset..e))
                 .ok_or_else(|| invalid(format!("{name}: weight {w} past the file")))?;
             c.values = bytes.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
@@ -360,7 +379,7 @@ pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<Load
             .and_then(|bytes| NestedPlan::from_pte(&bytes, BLOB_METHOD))?;
         functions.insert(name, plan);
     }
-    Ok(LoadedModel { functions, weight_bytes: weights.len(), exec: std::sync::Mutex::new(()) })
+    Ok(functions)
 }
 
 struct Handle {

@@ -99,46 +99,44 @@ impl<'b> TableWriter<'b> {
     /// Builds a table from its fields in schema slot order (`None` = absent).
     pub(crate) fn table(&mut self, fields: &[Option<Field>]) -> Off {
         let start = self.b.start_table();
-        let order: Vec<&Field> = match self.opts.layout {
+        match self.opts.layout {
             // Python builder (ExecuTorch >= 1.0): every field in slot order.
-            Layout::PythonBuilder => fields.iter().flatten().collect(),
+            Layout::PythonBuilder => fields.iter().flatten().for_each(|f| self.push_field(f)),
             // flatc JSON parser (ExecuTorch 0.2): largest size first, last field first.
             Layout::Flatc => {
-                let mut v = Vec::with_capacity(fields.len());
                 for size in [8usize, 4, 2, 1] {
-                    v.extend(fields.iter().rev().flatten().filter(|f| f.size() == size));
-                }
-                v
-            }
-        };
-        {
-            for f in order {
-                match *f {
-                    Field::Off(s, o) => self.b.push_slot_always(s, o),
-                    Field::U64(s, v) => self.b.push_slot(s, v, 0),
-                    Field::I64(s, v) => self.b.push_slot(s, v, 0),
-                    Field::F64(s, v) => {
-                        // flatc compares against the default bit-for-bit.
-                        if v.to_bits() != 0 {
-                            self.b.push_slot_always(s, v)
-                        }
-                    }
-                    Field::F32(s, v) => {
-                        if v.to_bits() != 0 {
-                            self.b.push_slot_always(s, v)
-                        }
-                    }
-                    Field::I16(s, v) => self.b.push_slot(s, v, 0),
-                    Field::U32(s, v) => self.b.push_slot(s, v, 0),
-                    Field::I32(s, v) => self.b.push_slot(s, v, 0),
-                    Field::U8(s, v) => self.b.push_slot(s, v, 0),
-                    Field::I8(s, v) => self.b.push_slot(s, v, 0),
-                    Field::Bool(s, v) => self.b.push_slot(s, v, false),
+                    fields.iter().rev().flatten().filter(|f| f.size() == size).for_each(|f| self.push_field(f));
                 }
             }
         }
         let end = self.b.end_table(start);
         WIPOffset::new(end.value())
+    }
+
+    /// Pushes one field of the table being built.
+    fn push_field(&mut self, f: &Field) {
+        match *f {
+            Field::Off(s, o) => self.b.push_slot_always(s, o),
+            Field::U64(s, v) => self.b.push_slot(s, v, 0),
+            Field::I64(s, v) => self.b.push_slot(s, v, 0),
+            Field::F64(s, v) => {
+                // flatc compares against the default bit-for-bit.
+                if v.to_bits() != 0 {
+                    self.b.push_slot_always(s, v)
+                }
+            }
+            Field::F32(s, v) => {
+                if v.to_bits() != 0 {
+                    self.b.push_slot_always(s, v)
+                }
+            }
+            Field::I16(s, v) => self.b.push_slot(s, v, 0),
+            Field::U32(s, v) => self.b.push_slot(s, v, 0),
+            Field::I32(s, v) => self.b.push_slot(s, v, 0),
+            Field::U8(s, v) => self.b.push_slot(s, v, 0),
+            Field::I8(s, v) => self.b.push_slot(s, v, 0),
+            Field::Bool(s, v) => self.b.push_slot(s, v, false),
+        }
     }
 
     pub(crate) fn empty_vector(&mut self) -> Off {

@@ -1,0 +1,74 @@
+//! What a backend compiled from a delegate blob, by the blob's bytes: a bounded per-thread
+//! cache, so that one program initialised many times (each method run, injection, the model
+//! table's checks, the negative checks) compiles each distinct blob once per thread.
+//!
+//! Compilation is a pure function of the bytes, so a hit returns what a miss would compute;
+//! only successes are kept (an invalid blob is rejected afresh at every `init`). The cache sits
+//! inside the backends' `init`, behind the ledger: every `init` is still seen and counted.
+//! Owns: the cache. May not touch: handle state, the ledger, the runtime.
+
+use crate::runtime::frame::OpResult;
+use lru::LruCache;
+use std::cell::RefCell;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::thread::LocalKey;
+
+/// Compiled blobs each thread keeps, per cache.
+pub const CAPACITY: NonZeroUsize = NonZeroUsize::new(256).unwrap();
+
+/// A bounded map from blob bytes to what was compiled from them (least recently used out first).
+pub struct BlobCache<T> {
+    entries: LruCache<Box<[u8]>, Arc<T>>,
+}
+
+impl<T> Default for BlobCache<T> {
+    fn default() -> Self {
+        BlobCache { entries: LruCache::new(CAPACITY) }
+    }
+}
+
+impl<T> BlobCache<T> {
+    /// What `key` compiled to, if it is cached.
+    pub fn get(&mut self, key: &[u8]) -> Option<Arc<T>> {
+        self.entries.get(key).cloned()
+    }
+
+    /// Keeps `value` as what `key` compiles to.
+    pub fn insert(&mut self, key: &[u8], value: Arc<T>) {
+        self.entries.put(key.into(), value);
+    }
+
+    /// Number of cached blobs.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// A per-thread cache, declared with `thread_local!`.
+pub type ThreadCache<T> = LocalKey<RefCell<BlobCache<T>>>;
+
+/// Looks `key` up in the thread's `cache`, compiling with `compile` on a miss (outside the
+/// cache's borrow, so `compile` may use other caches).
+pub fn compiled<T>(
+    cache: &'static ThreadCache<T>,
+    key: &[u8],
+    compile: impl FnOnce() -> OpResult<T>,
+) -> OpResult<Arc<T>> {
+    if let Some(hit) = cache.with_borrow_mut(|c| c.get(key)) {
+        return Ok(hit);
+    }
+    let value = Arc::new(compile()?);
+    cache.with_borrow_mut(|c| c.insert(key, value.clone()));
+    Ok(value)
+}
+
+/// Number of blobs the thread's `cache` holds.
+pub fn cached<T>(cache: &'static ThreadCache<T>) -> usize {
+    cache.with_borrow(BlobCache::len)
+}
