@@ -479,27 +479,27 @@ impl MethodState<'_> {
                 }
                 Node::Call { module, args } => {
                     let a: Vec<usize> = args.iter().map(r).collect();
-                    self.call(*module, &a, &out_types)
+                    self.call(*module, &a, out_types)
                 }
                 Node::Cond { pred, then_graph, else_graph, operands } => {
                     let ops: Vec<usize> = operands.iter().map(r).collect();
-                    self.cond(prog, r(pred), then_graph, else_graph, &ops, &out_types, &p)?
+                    self.cond(prog, r(pred), then_graph, else_graph, &ops, out_types, &p)?
                 }
                 Node::Map { body, xs, args } => {
                     let extra: Vec<usize> = args.iter().map(r).collect();
-                    self.map(prog, body, r(xs), &extra, &types[*xs], &out_types, &p)?
+                    self.map(prog, body, r(xs), &extra, &types[*xs], out_types, &p)?
                 }
                 Node::Scan { body, init, xs } => {
                     let ini: Vec<usize> = init.iter().map(r).collect();
                     let x: Vec<(usize, ValueType)> = xs.iter().map(|x| (r(x), types[*x].clone())).collect();
-                    self.scan(prog, body, &ini, &x, &out_types, &p)?
+                    self.scan(prog, body, &ini, &x, out_types, &p)?
                 }
                 Node::While { cond, body, carried, .. } => {
                     if !self.opts.allow_while {
                         return Err(EmitError::UnsupportedWhile { path: p });
                     }
                     let c: Vec<usize> = carried.iter().map(r).collect();
-                    self.while_loop(prog, cond, body, &c, &out_types, &p)?
+                    self.while_loop(prog, cond, body, &c, out_types, &p)?
                 }
             };
             if outs.len() != out_types.len() {
