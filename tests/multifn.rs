@@ -339,3 +339,27 @@ fn multifunction_examples_emit_and_run_against_eager() {
     };
     assert!(ptecheck::oracle::check_ir(&p, &Default::default()).ok());
 }
+
+#[test]
+fn compiled_bundles_are_cached_by_index_and_weights_together() {
+    // Same bundle index, other weights: the functions must be compiled again (a cache keyed by
+    // the index alone would run the old weights).
+    let dir = tmpdir("cache-key");
+    let mut emitted = emit(&multifunction(true), &EmitOptions::default()).expect("emits");
+    let (rt, mf) = runtime(true, &dir, "all");
+    let (_, first) = load_all(&emitted.to_bytes().expect("writes"), &rt, &mf).expect("runs");
+    assert_eq!(first, eager());
+    let named = emitted.program.named_data.clone().unwrap_or_default();
+    let weights = named
+        .iter()
+        .find(|n| n.key.as_deref().is_some_and(|k| k.ends_with("/weights.bin")))
+        .expect("a weights blob")
+        .segment_index as usize;
+    for w in emitted.segment_data[weights].chunks_exact_mut(4) {
+        let x = f32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        w.copy_from_slice(&(x * 0.5 + 0.25).to_le_bytes());
+    }
+    let (rt, mf) = runtime(true, &dir, "all");
+    let (_, other) = load_all(&emitted.to_bytes().expect("writes"), &rt, &mf).expect("runs");
+    assert_ne!(other, first, "other weights, other outputs");
+}

@@ -127,3 +127,25 @@ fn an_unreferenced_delegate_or_an_out_of_range_list_item_fails_i1() {
         assert!(failed(&r, "I1", "9999"), "{list:?}: {:?}", r.failures);
     }
 }
+
+#[test]
+fn i7_write_load_write_sees_a_lossy_loader_in_the_program_or_the_segments() {
+    let ir = example("multi-method").expect("example");
+    let emitted = emit(&ir, &EmitOptions::default()).expect("emits");
+    let bytes = emitted.to_bytes().expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    assert!(ptecheck::oracle::written_again_is_the_same(&emitted, &bytes, &loaded));
+    let mut renamed = loaded.clone();
+    renamed.program.execution_plan.as_mut().expect("plans")[0].name = Some("renamed".into());
+    assert!(!ptecheck::oracle::written_again_is_the_same(&emitted, &bytes, &renamed));
+    let mut dropped = loaded.clone();
+    dropped.program.execution_plan.as_mut().expect("plans")[0].values.as_mut().expect("values").pop();
+    assert!(!ptecheck::oracle::written_again_is_the_same(&emitted, &bytes, &dropped));
+    if let Some((k, seg)) = loaded.segments.iter().enumerate().find(|(_, s)| !s.is_empty()) {
+        let mut cut = loaded.clone();
+        cut.segments[k] = &seg[..seg.len() - 1];
+        assert!(!ptecheck::oracle::written_again_is_the_same(&emitted, &bytes, &cut));
+    } else {
+        panic!("the example has a non-empty segment");
+    }
+}

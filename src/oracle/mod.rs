@@ -24,9 +24,9 @@ pub mod values;
 
 pub use invariant::Invariant;
 
-use crate::emit::{EmitOptions, emit};
+use crate::emit::{EmitOptions, Emitted, emit};
 use crate::fault::Fault;
-use crate::format::{self, WriteOptions};
+use crate::format::{self, LoadedProgram, WriteOptions};
 use crate::generator::{Generated, RunChoices};
 use crate::ir::bound::Bound;
 use crate::ir::eval::{CallRecord, run_method, sample_inputs};
@@ -153,6 +153,17 @@ impl Report {
     }
 }
 
+/// I7's `write∘load∘write = write` for one emitted program: `bytes` are its writing, `loaded`
+/// what the loader made of them. When the loaded program and segments equal the emitted ones,
+/// writing them again is writing the emitted program (`write` is a function of those), so the
+/// model comparison decides; otherwise the loaded program is written again and compared.
+pub fn written_again_is_the_same(emitted: &Emitted, bytes: &[u8], loaded: &LoadedProgram<'_>) -> bool {
+    let same = loaded.program == emitted.program
+        && loaded.segments.len() == emitted.segment_data.len()
+        && loaded.segments.iter().zip(&emitted.segment_data).all(|(a, b)| *a == b.as_slice());
+    same || format::write_loaded(loaded, &WriteOptions::default()).is_ok_and(|b| b == bytes)
+}
+
 /// Total nodes of a program (methods and modules, sub-graphs included).
 pub fn node_count(p: &IrProgram) -> usize {
     let count = |g: &Graph| {
@@ -264,17 +275,9 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
         };
         r.timings.load += start.elapsed();
         let start = Instant::now();
-        // write∘load∘write = write: when the loaded program and segments are the emitted ones,
-        // writing them again is writing the emitted program (`write` is a function of those);
-        // otherwise the bytes are written again and compared.
-        let same = loaded.program == emitted.program
-            && loaded.segments.len() == emitted.segment_data.len()
-            && loaded.segments.iter().zip(&emitted.segment_data).all(|(a, b)| *a == b.as_slice());
-        r.check(
-            Invariant::I7,
-            same || format::write_loaded(&loaded, &WriteOptions::default()).is_ok_and(|b| b == bytes),
-            || format!("share={share}: write∘load∘write != write"),
-        );
+        r.check(Invariant::I7, written_again_is_the_same(&emitted, &bytes, &loaded), || {
+            format!("share={share}: write∘load∘write != write")
+        });
         structure::check(ir, &loaded, share, &mut r);
         r.timings.compare += start.elapsed();
 

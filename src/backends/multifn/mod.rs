@@ -416,6 +416,17 @@ impl std::fmt::Debug for MultifnBackend {
     }
 }
 
+/// The cache directory when no `cache_dir` option is set, created once per process.
+fn default_cache_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join("ptecheck-multifn-cache");
+        // A failure shows at `init` (AccessFailed), which tries again.
+        let _ = std::fs::create_dir_all(&d);
+        d
+    })
+}
+
 fn option_err(code: ErrorCode, what: &str) -> OpError {
     let code = if code == ErrorCode::NotFound { ErrorCode::NotFound } else { ErrorCode::InvalidArgument };
     OpError::new(code, format!("runtime option `{what}` has the wrong type"))
@@ -439,13 +450,9 @@ impl Backend for MultifnBackend {
                 format!("{SHARE_OPTION} is on but delegate `{}` is not multi-function", manifest.function),
             ));
         }
-        let dir = match ctx.options.get_str("cache_dir") {
-            Ok(d) => std::path::PathBuf::from(d),
-            Err(ErrorCode::NotFound) => {
-                let d = std::env::temp_dir().join("ptecheck-multifn-cache");
-                let _ = std::fs::create_dir_all(&d);
-                d
-            }
+        let (dir, default_dir) = match ctx.options.get_str("cache_dir") {
+            Ok(d) => (std::path::PathBuf::from(d), false),
+            Err(ErrorCode::NotFound) => (default_cache_dir().to_path_buf(), true),
             Err(c) => return Err(option_err(c, "cache_dir")),
         };
         let units = match ctx.options.get_str("compute_units") {
@@ -454,6 +461,13 @@ impl Backend for MultifnBackend {
             Err(c) => return Err(option_err(c, "compute_units")),
         };
         let meta = std::fs::metadata(&dir)
+            .or_else(|e| {
+                // The default directory is made again if it went away (a cleaned /tmp).
+                if !default_dir {
+                    return Err(e);
+                }
+                std::fs::create_dir_all(&dir).and_then(|()| std::fs::metadata(&dir))
+            })
             .map_err(|e| OpError::new(ErrorCode::AccessFailed, format!("cache directory {}: {e}", dir.display())))?;
         if !meta.is_dir() {
             return Err(OpError::new(
