@@ -748,7 +748,7 @@ fn sh10_scratch_delegate_referenced_twice_is_rejected() {
 fn sh11_flag_survives_save_and_load_at_version_5_6() {
     let p = example("denoise-loop").expect("ex");
     let text = saved::save(&p);
-    assert!(text.contains("\"schema_version\": [\n    5,\n    6\n  ]"), "{}", &text[..80]);
+    assert!(text.contains("\"schema_version\": [5, 6]"), "{}", &text[..80]);
     let back = saved::load(&text).expect("loads");
     assert!(back.modules[0].share_handle_across_calls);
     assert_eq!(saved::save(&back), text, "save -> load -> save is identical");
@@ -864,7 +864,7 @@ fn p7_a_5_5_document_loads_with_the_flag_false_and_rejects_it_if_present() {
     assert!(!p.modules[0].share_handle_across_calls);
     let e = saved::load(&bad).expect_err("the flag did not exist in (5, 5)");
     assert_eq!(e.path, "$.program.modules[0].share_handle_across_calls");
-    let newer_major = text.replacen("5,\n    6", "6,\n    0", 1);
+    let newer_major = text.replacen("[5, 6]", "[6, 0]", 1);
     assert!(saved::load(&newer_major).expect_err("major 6").path.ends_with("schema_version"));
     let unknown = text.replacen("\"backend\": \"demo\"", "\"backend\": \"demo\", \"surprise\": 1", 1);
     let e = saved::load(&unknown).expect_err("unknown member");
@@ -1149,4 +1149,25 @@ fn the_wrong_delegate_in_loop_fault_ends_with_each_loop() {
     let bad = emit(&p, &o).expect("emits").program;
     let calls: Vec<i32> = delegate_calls(plan(&bad, "forward")).iter().map(|(d, _)| *d).collect();
     assert_eq!(calls, vec![0, 0, 1, 0, 1], "loop bodies take delegate 0; the calls after each loop keep module 1's");
+}
+
+#[test]
+fn saved_json_keeps_scalar_arrays_on_one_line_and_reads_as_the_same_document() {
+    use ptecheck::generator::examples::EXAMPLES;
+    for name in EXAMPLES {
+        let p = example(name).expect("example");
+        let text = saved::save(&p);
+        let ours: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let doc = serde_json::json!({ "schema_version": saved::SCHEMA_VERSION, "program": p });
+        assert_eq!(ours, doc, "{name}: the layout changes only whitespace");
+        for line in text.lines() {
+            let body = line.trim_start();
+            let indent = line.len() - body.len();
+            assert_eq!(indent % 2, 0, "{name}: two-space indentation: {line:?}");
+            assert!(body.trim_end_matches(',').parse::<f64>().is_err(), "{name}: a number alone on its line: {line:?}");
+        }
+    }
+    let text = saved::save(&example("multi-method").expect("example"));
+    assert!(text.contains("\"shape\": [2, 4]") && text.contains("\"args\": [0]"), "{text}");
+    assert!(text.contains("\"nodes\": [\n            {\n"), "objects in an array: one per line\n{text}");
 }

@@ -41,10 +41,152 @@ pub fn save(p: &IrProgram) -> String {
         schema_version: (u32, u32),
         program: &'a IrProgram,
     }
-    let mut s =
-        serde_json::to_string_pretty(&DocRef { schema_version: SCHEMA_VERSION, program: p }).unwrap_or_default();
-    s.push('\n');
-    s
+    let mut out = Vec::with_capacity(16 * 1024);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Layout::default());
+    // Serialising our own types into memory cannot fail.
+    let _ = DocRef { schema_version: SCHEMA_VERSION, program: p }.serialize(&mut ser);
+    out.push(b'\n');
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The saved layout: objects one member per line, indented by two spaces; arrays of scalars on
+/// one line (`[2, 3]`), an array's objects and arrays one per line.
+#[derive(Default)]
+struct Layout {
+    /// Open containers, innermost last.
+    open: Vec<Open>,
+}
+
+enum Open {
+    Object {
+        members: bool,
+    },
+    /// `pending`: an element is about to be written (`Some(first)`); `lines`: an element went on
+    /// a line of its own.
+    Array {
+        pending: Option<bool>,
+        lines: bool,
+    },
+}
+
+impl Layout {
+    fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W, depth: usize) -> std::io::Result<()> {
+        w.write_all(b"\n")?;
+        (0..depth).try_for_each(|_| w.write_all(b"  "))
+    }
+
+    /// Places the next value: inline in an array when it is a scalar, on its own line when it
+    /// is a container.
+    fn place<W: ?Sized + std::io::Write>(&mut self, w: &mut W, container: bool) -> std::io::Result<()> {
+        let depth = self.open.len();
+        let Some(Open::Array { pending, lines }) = self.open.last_mut() else { return Ok(()) };
+        let Some(first) = pending.take() else { return Ok(()) };
+        if !first {
+            w.write_all(b",")?;
+        }
+        if container {
+            *lines = true;
+            self.newline(w, depth)
+        } else if first {
+            Ok(())
+        } else {
+            w.write_all(b" ")
+        }
+    }
+}
+
+macro_rules! scalars {
+    ($($name:ident($t:ty)),* $(,)?) => {$(
+        fn $name<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: $t) -> std::io::Result<()> {
+            self.place(w, false)?;
+            serde_json::ser::CompactFormatter.$name(w, v)
+        }
+    )*};
+}
+
+impl serde_json::ser::Formatter for Layout {
+    scalars!(
+        write_bool(bool),
+        write_i8(i8),
+        write_i16(i16),
+        write_i32(i32),
+        write_i64(i64),
+        write_i128(i128),
+        write_u8(u8),
+        write_u16(u16),
+        write_u32(u32),
+        write_u64(u64),
+        write_u128(u128),
+        write_f32(f32),
+        write_f64(f64),
+        write_number_str(&str),
+        write_byte_array(&[u8]),
+    );
+
+    fn write_null<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.place(w, false)?;
+        w.write_all(b"null")
+    }
+
+    fn begin_string<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.place(w, false)?;
+        w.write_all(b"\"")
+    }
+
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.place(w, true)?;
+        self.open.push(Open::Array { pending: None, lines: false });
+        w.write_all(b"[")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W, first: bool) -> std::io::Result<()> {
+        if let Some(Open::Array { pending, .. }) = self.open.last_mut() {
+            *pending = Some(first);
+        }
+        Ok(())
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        if let Some(Open::Array { lines: true, .. }) = self.open.pop() {
+            self.newline(w, self.open.len())?;
+        }
+        w.write_all(b"]")
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.place(w, true)?;
+        self.open.push(Open::Object { members: false });
+        w.write_all(b"{")
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline(w, self.open.len())
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        if let Some(Open::Object { members }) = self.open.last_mut() {
+            *members = true;
+        }
+        Ok(())
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        if let Some(Open::Object { members: true }) = self.open.pop() {
+            self.newline(w, self.open.len())?;
+        }
+        w.write_all(b"}")
+    }
 }
 
 fn at(path: &str, detail: impl Into<String>) -> SavedError {
