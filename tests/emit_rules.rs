@@ -1171,3 +1171,16 @@ fn saved_json_keeps_scalar_arrays_on_one_line_and_reads_as_the_same_document() {
     assert!(text.contains("\"shape\": [2, 4]") && text.contains("\"args\": [0]"), "{text}");
     assert!(text.contains("\"nodes\": [\n            {\n"), "objects in an array: one per line\n{text}");
 }
+
+#[test]
+fn saved_json_bytes_are_bare_hex_digit_pairs() {
+    let text = saved::save(&example("denoise-loop").expect("example"));
+    let at = text.find("\"processed\": \"").expect("a processed blob") + "\"processed\": \"".len();
+    for (bad, why) in [("0x", "invalid character 'x' at position 1"), ("0", "odd number of digits"), ("zz", "invalid")]
+    {
+        let edited = format!("{}{bad}{}", &text[..at], &text[at..]);
+        let e = saved::load(&edited).expect_err(bad);
+        assert_eq!(e.path, "$.program.modules[0].processed", "{bad}");
+        assert!(e.detail.to_lowercase().contains(why), "{bad}: {}", e.detail);
+    }
+}

@@ -2,7 +2,7 @@
 //! structure: every index field at each boundary value past its range, arity off by one,
 //! scratch call sites, jump destinations past the end, plan inputs and outputs, list items out
 //! of range and forward references; every corruption applies to a copy, changes exactly the
-//! element its patch names, and is described by method and place.
+//! element its patch names, is put back by `restore`, and is described by method and place.
 
 use arbitrary::Unstructured;
 use ptecheck::format;
@@ -108,6 +108,9 @@ fn every_plan_gets_every_corruption_its_structure_calls_for_and_each_applies() {
                     Patched::Value(v, value) => assert_eq!(edited.value_list()[v], value),
                     Patched::PlanIo(..) => assert!(c.describe(&loaded.program).starts_with(plan.name_str())),
                 }
+                // Put back, the copy is the program again (one copy serves every corruption).
+                assert!(c.restore(&mut copy, &loaded.program), "cannot put back: {}", c.describe(&loaded.program));
+                assert_eq!(copy, loaded.program, "not put back: {}", c.describe(&loaded.program));
             }
             assert_eq!(counted, expected(plan), "case {case} plan {pi}");
         }

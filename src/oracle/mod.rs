@@ -281,6 +281,8 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
         structure::check(ir, &loaded, share, &mut r);
         r.timings.compare += start.elapsed();
 
+        // The negative checks' copy of the program to corrupt, made once per emission.
+        let mut corrupt_copy = None;
         for (pi, plan) in loaded.program.plans().iter().enumerate() {
             let name = plan.name_str().to_string();
             let Some(e) = eager.get(&name) else { continue };
@@ -307,7 +309,7 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
                 let sample =
                     opts.inject_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((pi as u64) << 1) ^ u64::from(share);
                 let sample = if opts.negative_end_to_end { None } else { Some(sample) };
-                negative::check(&loaded, pi, &rig, sample, &format!("share={share}"), &mut r);
+                negative::check(&loaded, pi, &rig, sample, &format!("share={share}"), &mut corrupt_copy, &mut r);
                 r.timings.negative += start.elapsed();
             }
         }

@@ -154,6 +154,47 @@ impl Corruption {
     }
 }
 
+impl Corruption {
+    /// Puts back the element this corruption edits, as it is in `base` (false when the place
+    /// exists in neither).
+    pub fn restore(&self, p: &mut Program, base: &Program) -> bool {
+        let (Some(plan), Some(orig)) =
+            (p.execution_plan.as_mut().and_then(|v| v.get_mut(self.plan)), base.plans().get(self.plan))
+        else {
+            return false;
+        };
+        let copy = |to: Option<&mut i32>, from: Option<&i32>| to.zip(from).map(|(t, f)| *t = *f).is_some();
+        match self.edit {
+            Edit::PlanInput { position, .. } => copy(
+                plan.inputs.as_mut().and_then(|v| v.get_mut(position)),
+                orig.inputs.as_ref().and_then(|v| v.get(position)),
+            ),
+            Edit::PlanOutput { position, .. } => copy(
+                plan.outputs.as_mut().and_then(|v| v.get_mut(position)),
+                orig.outputs.as_ref().and_then(|v| v.get(position)),
+            ),
+            Edit::ListItem { value, .. } => plan
+                .values
+                .as_mut()
+                .and_then(|v| v.get_mut(value))
+                .zip(orig.value_list().get(value))
+                .map(|(t, f)| t.clone_from(f))
+                .is_some(),
+            _ => {
+                let Some((c, i)) = self.at else { return false };
+                plan.chains
+                    .as_mut()
+                    .and_then(|ch| ch.get_mut(c))
+                    .and_then(|ch| ch.instructions.as_mut())
+                    .and_then(|l| l.get_mut(i))
+                    .zip(orig.chain_list().get(c).and_then(|ch| ch.instruction_list().get(i)))
+                    .map(|(t, f)| t.clone_from(f))
+                    .is_some()
+            }
+        }
+    }
+}
+
 /// Applies one edit to one instruction (false when it does not fit the instruction).
 pub fn apply_edit(ins: &mut Instruction, edit: Edit) -> bool {
     match (edit, ins) {
@@ -373,7 +414,18 @@ impl Corruption {
 /// copied and edited, the method loaded by the runtime, rejected at init with no backend
 /// `init` (counted by the backends of `rig`), and the runtime's full check giving exactly the
 /// errors the per-element check gave.
-pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, sample: Option<u64>, what: &str, r: &mut Report) {
+///
+/// `copy` is a copy of `loaded` to corrupt (made on first use; every corruption is put back
+/// after its run, so one copy serves every plan of a program).
+pub fn check<'a>(
+    loaded: &LoadedProgram<'a>,
+    pi: usize,
+    rig: &Rig,
+    sample: Option<u64>,
+    what: &str,
+    copy: &mut Option<LoadedProgram<'a>>,
+    r: &mut Report,
+) {
     let Some(plan) = loaded.program.plans().get(pi) else { return };
     let name = plan.name_str().to_string();
     let mut prepared = match PreparedPlan::new(loaded, pi, rig.rt.fault) {
@@ -399,15 +451,19 @@ pub fn check(loaded: &LoadedProgram<'_>, pi: usize, rig: &Rig, sample: Option<u6
             rejected += 1;
         }
         if pick.is_none_or(|p| p == k) {
-            end_to_end(loaded, c, errors, &name, rig, what, r);
+            let corrupt = copy.get_or_insert_with(|| loaded.clone());
+            end_to_end(loaded, corrupt, c, errors, &name, rig, what, r);
         }
     }
     r.held(Invariant::Negative, rejected);
 }
 
-/// One corruption through the whole runtime: copied program, `load_method`, backend ledger.
-fn end_to_end(
-    loaded: &LoadedProgram<'_>,
+/// One corruption through the whole runtime: the edit made on `corrupt` (a copy of `loaded`),
+/// `load_method`, backend ledger; the edited element is put back afterwards.
+#[allow(clippy::too_many_arguments)]
+fn end_to_end<'a>(
+    loaded: &LoadedProgram<'a>,
+    corrupt: &mut LoadedProgram<'a>,
     c: &Corruption,
     errors: &[CheckError],
     name: &str,
@@ -415,12 +471,29 @@ fn end_to_end(
     what: &str,
     r: &mut Report,
 ) {
-    let mut corrupt = loaded.clone();
     if !c.apply(&mut corrupt.program) {
         return r
             .fail(Invariant::Negative, format!("{what}: {} does not apply to a copy", c.describe(&loaded.program)));
     }
-    let full = check_method_with(&corrupt, c.plan, rig.rt.fault);
+    run_corrupted(loaded, corrupt, c, errors, name, rig, what, r);
+    if !c.restore(&mut corrupt.program, &loaded.program) {
+        r.fail(Invariant::Negative, format!("{what}: {} cannot be put back", c.describe(&loaded.program)));
+    }
+}
+
+/// The checks of [`end_to_end`] on the corrupted copy.
+#[allow(clippy::too_many_arguments)]
+fn run_corrupted(
+    loaded: &LoadedProgram<'_>,
+    corrupt: &LoadedProgram<'_>,
+    c: &Corruption,
+    errors: &[CheckError],
+    name: &str,
+    rig: &Rig,
+    what: &str,
+    r: &mut Report,
+) {
+    let full = check_method_with(corrupt, c.plan, rig.rt.fault);
     r.check(Invariant::Negative, full == errors, || {
         format!(
             "{what}: {} ({}): the per-element check gives {errors:?}, the whole-method check {full:?}",
@@ -429,7 +502,7 @@ fn end_to_end(
         )
     });
     rig.ledger.clear();
-    let result = rig.rt.load_method(&corrupt, name, None, &Trace::default());
+    let result = rig.rt.load_method(corrupt, name, None, &Trace::default());
     let inits = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
     r.check(Invariant::Negative, matches!(result, Err(RuntimeError::Check(_))) && inits == 0, || {
         format!(
