@@ -162,6 +162,8 @@ pub fn check(ir: &IrProgram, loaded: &LoadedProgram<'_>, share: bool, r: &mut Re
             format!("{name}: {} DelegateCalls for {} call sites", dcalls.len(), calls.len())
         });
         let mut delegate_of: BTreeMap<usize, i32> = BTreeMap::new();
+        // Argument types per called module (inputs, then outputs), typed once per plan.
+        let mut signatures: BTreeMap<usize, Vec<ValueType>> = BTreeMap::new();
         for (k, ((di, args), module)) in dcalls.iter().zip(&calls).enumerate() {
             let lm = &ir.modules[*module];
             let Some(d) = usize::try_from(*di).ok().and_then(|i| plan.delegate_list().get(i)) else {
@@ -209,15 +211,18 @@ pub fn check(ir: &IrProgram, loaded: &LoadedProgram<'_>, share: bool, r: &mut Re
                 format!("{name}: call {k} of module {module}: blob differs from the module's processed bytes")
             });
             // Argument types: inputs, then outputs, then one planned uint8 buffer per scratch.
-            let types = graph_types(&lm.graph, &[], "module").unwrap_or_default();
-            let c = lm.graph.constants.len();
-            let mut want: Vec<ValueType> = types[c..c + lm.graph.inputs.len()].to_vec();
-            want.extend(lm.graph.outputs.iter().filter_map(|o| types.get(*o).cloned()));
+            let want = signatures.entry(*module).or_insert_with(|| {
+                let types = graph_types(&lm.graph, &[], "module").unwrap_or_default();
+                let c = lm.graph.constants.len();
+                let mut want: Vec<ValueType> = types.get(c..c + lm.graph.inputs.len()).unwrap_or_default().to_vec();
+                want.extend(lm.graph.outputs.iter().filter_map(|o| types.get(*o).cloned()));
+                want
+            });
             let n_scratch = lm.scratch_specs.len();
             r.check(Invariant::I3, args.len() == want.len() + n_scratch, || {
                 format!("{name}: call {k} of module {module}: {} args, expected {}", args.len(), want.len() + n_scratch)
             });
-            for (j, (a, t)) in args.iter().zip(&want).enumerate() {
+            for (j, (a, t)) in args.iter().zip(want.iter()).enumerate() {
                 r.check(Invariant::I3, has_type(plan, *a, t), || {
                     format!("{name}: call {k} of module {module}: args[{j}] = values[{a}] is not a {t:?}")
                 });
