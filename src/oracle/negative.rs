@@ -452,67 +452,62 @@ pub fn check<'a>(
         }
         if pick.is_none_or(|p| p == k) {
             let corrupt = copy.get_or_insert_with(|| loaded.clone());
-            end_to_end(loaded, corrupt, c, errors, &name, rig, what, r);
+            EndToEnd { loaded, name: &name, rig, what }.run(corrupt, c, errors, r);
         }
     }
     r.held(Invariant::Negative, rejected);
 }
 
-/// One corruption through the whole runtime: the edit made on `corrupt` (a copy of `loaded`),
-/// `load_method`, backend ledger; the edited element is put back afterwards.
-#[allow(clippy::too_many_arguments)]
-fn end_to_end<'a>(
-    loaded: &LoadedProgram<'a>,
-    corrupt: &mut LoadedProgram<'a>,
-    c: &Corruption,
-    errors: &[CheckError],
-    name: &str,
-    rig: &Rig,
-    what: &str,
-    r: &mut Report,
-) {
-    if !c.apply(&mut corrupt.program) {
-        return r
-            .fail(Invariant::Negative, format!("{what}: {} does not apply to a copy", c.describe(&loaded.program)));
-    }
-    run_corrupted(loaded, corrupt, c, errors, name, rig, what, r);
-    if !c.restore(&mut corrupt.program, &loaded.program) {
-        r.fail(Invariant::Negative, format!("{what}: {} cannot be put back", c.describe(&loaded.program)));
-    }
+/// The end-to-end run of a plan's corruptions: the program, the method, the rig whose
+/// backends count inits, and what to call the emission in reports.
+struct EndToEnd<'r, 'l, 'a> {
+    loaded: &'l LoadedProgram<'a>,
+    name: &'r str,
+    rig: &'r Rig,
+    what: &'r str,
 }
 
-/// The checks of [`end_to_end`] on the corrupted copy.
-#[allow(clippy::too_many_arguments)]
-fn run_corrupted(
-    loaded: &LoadedProgram<'_>,
-    corrupt: &LoadedProgram<'_>,
-    c: &Corruption,
-    errors: &[CheckError],
-    name: &str,
-    rig: &Rig,
-    what: &str,
-    r: &mut Report,
-) {
-    let full = check_method_with(corrupt, c.plan, rig.rt.fault);
-    r.check(Invariant::Negative, full == errors, || {
-        format!(
-            "{what}: {} ({}): the per-element check gives {errors:?}, the whole-method check {full:?}",
-            c.describe(&loaded.program),
-            c.class.name()
-        )
-    });
-    rig.ledger.clear();
-    let result = rig.rt.load_method(corrupt, name, None, &Trace::default());
-    let inits = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
-    r.check(Invariant::Negative, matches!(result, Err(RuntimeError::Check(_))) && inits == 0, || {
-        format!(
-            "{what}: {} ({}): {} with {inits} backend inits",
-            c.describe(&loaded.program),
-            c.class.name(),
-            match &result {
-                Ok(_) => "accepted".to_string(),
-                Err(e) => format!("rejected late ({e})"),
-            }
-        )
-    });
+impl<'a> EndToEnd<'_, '_, 'a> {
+    /// One corruption through the whole runtime: the edit made on `corrupt` (a copy of the
+    /// program), `load_method`, backend ledger; the edited element is put back afterwards.
+    fn run(&self, corrupt: &mut LoadedProgram<'a>, c: &Corruption, errors: &[CheckError], r: &mut Report) {
+        let what = self.what;
+        if !c.apply(&mut corrupt.program) {
+            return r.fail(
+                Invariant::Negative,
+                format!("{what}: {} does not apply to a copy", c.describe(&self.loaded.program)),
+            );
+        }
+        self.checks(corrupt, c, errors, r);
+        if !c.restore(&mut corrupt.program, &self.loaded.program) {
+            r.fail(Invariant::Negative, format!("{what}: {} cannot be put back", c.describe(&self.loaded.program)));
+        }
+    }
+
+    /// The checks of [`EndToEnd::run`] on the corrupted copy.
+    fn checks(&self, corrupt: &LoadedProgram<'_>, c: &Corruption, errors: &[CheckError], r: &mut Report) {
+        let (loaded, name, rig, what) = (self.loaded, self.name, self.rig, self.what);
+        let full = check_method_with(corrupt, c.plan, rig.rt.fault);
+        r.check(Invariant::Negative, full == errors, || {
+            format!(
+                "{what}: {} ({}): the per-element check gives {errors:?}, the whole-method check {full:?}",
+                c.describe(&loaded.program),
+                c.class.name()
+            )
+        });
+        rig.ledger.clear();
+        let result = rig.rt.load_method(corrupt, name, None, &Trace::default());
+        let inits = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
+        r.check(Invariant::Negative, matches!(result, Err(RuntimeError::Check(_))) && inits == 0, || {
+            format!(
+                "{what}: {} ({}): {} with {inits} backend inits",
+                c.describe(&loaded.program),
+                c.class.name(),
+                match &result {
+                    Ok(_) => "accepted".to_string(),
+                    Err(e) => format!("rejected late ({e})"),
+                }
+            )
+        });
+    }
 }
