@@ -2,7 +2,7 @@
 //! compiled from the same bytes, different bytes never share, failures are never kept, the size
 //! is bounded, and every `init` still reaches the backend (and its ledger) on a hit.
 
-use ptecheck::backends::blob_cache::{BlobCache, CAPACITY, ThreadCache, cached, compiled};
+use ptecheck::backends::blob_cache::{BYTE_BUDGET, BlobCache, CAPACITY, ThreadCache, cached, cached_bytes, compiled};
 use ptecheck::backends::graph::{self, Flavor, GraphBackend};
 use ptecheck::backends::ledger::{Counted, Ledger, LedgerEvent};
 use ptecheck::emit::{EmitOptions, emit};
@@ -52,6 +52,26 @@ fn the_cache_holds_at_most_its_capacity_dropping_the_least_recently_used() {
         assert_eq!(cached(&NUMBERS), CAPACITY.get());
         assert_eq!(get(&NUMBERS, &1u64.to_le_bytes(), 100).expect("recompiled"), 100, "key 1 was dropped");
         assert_eq!(get(&NUMBERS, &0u64.to_le_bytes(), 101).expect("hit"), 0, "key 0 was kept");
+    })
+    .join()
+    .expect("thread");
+}
+
+#[test]
+fn the_cache_holds_at_most_its_byte_budget_of_blobs() {
+    std::thread::spawn(|| {
+        let big = BYTE_BUDGET / 4 + 1;
+        for k in 0..8u8 {
+            get(&NUMBERS, &vec![k; big], u64::from(k)).expect("compiles");
+            assert!(cached_bytes(&NUMBERS) <= BYTE_BUDGET, "{} bytes kept", cached_bytes(&NUMBERS));
+        }
+        assert_eq!(cached(&NUMBERS), 3, "three blobs of a quarter of the budget and a byte fit");
+        assert_eq!(get(&NUMBERS, &vec![7u8; big], 70).expect("hit"), 7, "the newest is kept");
+        assert_eq!(get(&NUMBERS, &vec![0u8; big], 50).expect("recompiled"), 50, "the oldest went");
+        // A blob larger than the whole budget is compiled but never kept.
+        assert_eq!(get(&NUMBERS, &vec![9u8; BYTE_BUDGET + 1], 9).expect("compiles"), 9);
+        assert_eq!(get(&NUMBERS, &vec![9u8; BYTE_BUDGET + 1], 10).expect("compiles again"), 10);
+        assert!(cached_bytes(&NUMBERS) <= BYTE_BUDGET);
     })
     .join()
     .expect("thread");

@@ -15,16 +15,22 @@ use std::sync::Arc;
 use std::thread::LocalKey;
 
 /// Compiled blobs each thread keeps, per cache.
-pub const CAPACITY: NonZeroUsize = NonZeroUsize::new(256).unwrap();
+pub const CAPACITY: NonZeroUsize = NonZeroUsize::new(64).unwrap();
+
+/// Blob bytes each thread keeps, per cache (what is compiled from a blob grows with it, so
+/// memory stays bounded whatever sizes a long campaign draws).
+pub const BYTE_BUDGET: usize = 512 << 10;
 
 /// A bounded map from blob bytes to what was compiled from them (least recently used out first).
 pub struct BlobCache<T> {
     entries: LruCache<Box<[u8]>, Arc<T>>,
+    /// Sum of the cached blobs' lengths.
+    bytes: usize,
 }
 
 impl<T> Default for BlobCache<T> {
     fn default() -> Self {
-        BlobCache { entries: LruCache::new(CAPACITY) }
+        BlobCache { entries: LruCache::new(CAPACITY), bytes: 0 }
     }
 }
 
@@ -34,9 +40,25 @@ impl<T> BlobCache<T> {
         self.entries.get(key).cloned()
     }
 
-    /// Keeps `value` as what `key` compiles to.
+    /// Keeps `value` as what `key` compiles to, dropping the least recently used blobs while
+    /// the count or the bytes would exceed their bounds (a blob above the byte budget is not kept).
     pub fn insert(&mut self, key: &[u8], value: Arc<T>) {
+        if key.len() > BYTE_BUDGET || self.entries.contains(key) {
+            return;
+        }
+        while self.entries.len() >= CAPACITY.get() || self.bytes + key.len() > BYTE_BUDGET {
+            match self.entries.pop_lru() {
+                Some((k, _)) => self.bytes -= k.len(),
+                None => break,
+            }
+        }
+        self.bytes += key.len();
         self.entries.put(key.into(), value);
+    }
+
+    /// Sum of the cached blobs' lengths.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Number of cached blobs.
@@ -71,4 +93,9 @@ pub fn compiled<T>(
 /// Number of blobs the thread's `cache` holds.
 pub fn cached<T>(cache: &'static ThreadCache<T>) -> usize {
     cache.with_borrow(BlobCache::len)
+}
+
+/// Blob bytes the thread's `cache` holds.
+pub fn cached_bytes<T>(cache: &'static ThreadCache<T>) -> usize {
+    cache.with_borrow(BlobCache::bytes)
 }
