@@ -149,3 +149,12 @@ fn i7_write_load_write_sees_a_lossy_loader_in_the_program_or_the_segments() {
         panic!("the example has a non-empty segment");
     }
 }
+
+#[test]
+fn a_report_counts_invariants_under_their_report_names() {
+    let mut r = Report::default();
+    r.check(Invariant::Trace, true, String::new);
+    r.held(Invariant::Negative, 3);
+    let json = serde_json::to_value(&r).expect("serialises");
+    assert_eq!(json["checked"], serde_json::json!({ "trace": 1, "negative": 3 }));
+}

@@ -196,14 +196,18 @@ fn at(path: &str, detail: impl Into<String>) -> SavedError {
 /// Loads and type-checks a saved program.
 pub fn load(text: &str) -> Result<IrProgram, SavedError> {
     // A document of the current version that deserialises as it stands needs none of the
-    // version rules below (every member it may hold is current): read it straight from the
-    // text. Anything else takes the careful path, which names what is wrong and where.
-    if let Ok(doc) = serde_json::from_str::<Document>(text)
-        && doc.schema_version == SCHEMA_VERSION
-    {
-        typecheck_program(&doc.program).map_err(|e| at(&format!("$.program.{}", e.path), e.detail))?;
-        return Ok(doc.program);
-    }
+    // version rules (every member it may hold is current): read it straight from the text.
+    // Anything else takes the careful path, which names what is wrong and where.
+    let doc = match serde_json::from_str::<Document>(text) {
+        Ok(doc) if doc.schema_version == SCHEMA_VERSION => doc,
+        _ => read_carefully(text)?,
+    };
+    typecheck_program(&doc.program).map_err(|e| at(&format!("$.program.{}", e.path), e.detail))?;
+    Ok(doc.program)
+}
+
+/// Reads a document of any version this reader knows, naming the JSON path of what is wrong.
+fn read_carefully(text: &str) -> Result<Document, SavedError> {
     let raw: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| at("$", format!("not JSON: {e} (line {}, column {})", e.line(), e.column())))?;
     let v = VersionOnly::deserialize(&raw).map_err(|e| at("$", e.to_string()))?;
@@ -233,6 +237,5 @@ pub fn load(text: &str) -> Result<IrProgram, SavedError> {
         let path = e.path().to_string();
         at(&format!("$.{path}"), e.into_inner().to_string())
     })?;
-    typecheck_program(&doc.program).map_err(|e| at(&format!("$.program.{}", e.path), e.detail))?;
-    Ok(doc.program)
+    Ok(doc)
 }
