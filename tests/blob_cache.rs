@@ -109,3 +109,25 @@ fn an_invalid_graph_blob_is_rejected_at_every_init_and_a_valid_one_is_compiled_o
     assert_eq!(inits, 2 * per_run, "a cached compilation still counts as an init");
     assert_eq!(cached(&graph::PLANS), before + 1, "one distinct blob, compiled once");
 }
+
+/// A campaign empties the caches after each case, so a long campaign holds no more than one
+/// case's compilations: `forget_compiled` empties both backends' caches on this thread.
+#[test]
+fn forgetting_empties_this_threads_caches_of_both_backends() {
+    use ptecheck::backends::{forget_compiled, multifn};
+    let rt = ptecheck::backends::default_runtime();
+    for name in ["multifunction", "denoise-loop"] {
+        let ir = example(name).expect("example");
+        let bytes = emit(&ir, &EmitOptions::default()).expect("emits").to_bytes().expect("writes");
+        let loaded = format::load(&bytes).expect("loads");
+        for plan in loaded.program.plans() {
+            drop(rt.load_method(&loaded, plan.name_str(), None, &Trace::default()).expect("loads"));
+        }
+    }
+    get(&NUMBERS, b"own", 1).expect("compiles");
+    assert!(cached(&multifn::FUNCTIONS) > 0 && cached(&graph::PLANS) > 0, "bundles and graphs were compiled");
+    forget_compiled();
+    assert_eq!((cached(&graph::PLANS), cached(&multifn::FUNCTIONS)), (0, 0));
+    assert_eq!((cached_bytes(&graph::PLANS), cached_bytes(&multifn::FUNCTIONS)), (0, 0));
+    assert_eq!(cached(&NUMBERS), 1, "other caches are left alone");
+}

@@ -158,3 +158,24 @@ fn a_report_counts_invariants_under_their_report_names() {
     let json = serde_json::to_value(&r).expect("serialises");
     assert_eq!(json["checked"], serde_json::json!({ "trace": 1, "negative": 3 }));
 }
+
+/// One emitted program checked as the emission of both shares (what `check_case` does when
+/// sharing changes nothing) must meet both shares' expectations: a shared emission passes as
+/// itself and fails as the unshared one.
+#[test]
+fn one_program_checked_for_both_shares_meets_each_shares_expectations() {
+    use ptecheck::oracle::{CheckOptions, case_of, check_emitted};
+    let ir = example("denoise-loop").expect("example");
+    let case = case_of(&ir, 0);
+    let opts = CheckOptions::default();
+    let with = |share| emit(&ir, &EmitOptions { share, ..EmitOptions::default() }).expect("emits");
+    let (shared, unshared) = (with(true), with(false));
+    assert_ne!(shared.program, unshared.program, "the example shares a handle");
+    let r = check_emitted(&case, &opts, &shared, &[true]);
+    assert!(r.ok(), "{:?}", r.failures);
+    assert!(check_emitted(&case, &opts, &unshared, &[false]).ok());
+    let r = check_emitted(&case, &opts, &shared, &[true, false]);
+    assert!(failed(&r, "I4", "share=false"), "{:?}", r.failures);
+    let r = check_emitted(&case, &opts, &unshared, &[true, false]);
+    assert!(failed(&r, "I4", "share=true"), "{:?}", r.failures);
+}

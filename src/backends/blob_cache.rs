@@ -5,6 +5,8 @@
 //! Compilation is a pure function of the bytes, so a hit returns what a miss would compute;
 //! only successes are kept (an invalid blob is rejected afresh at every `init`). The cache sits
 //! inside the backends' `init`, behind the ledger: every `init` is still seen and counted.
+//! A campaign empties it after each case (`backends::forget_compiled`), so a long campaign
+//! holds one case's compilations, never a growing share of its history.
 //! Owns: the cache. May not touch: handle state, the ledger, the runtime.
 
 use crate::runtime::frame::OpResult;
@@ -88,6 +90,11 @@ pub fn compiled<T>(
     let value = Arc::new(compile()?);
     cache.with_borrow_mut(|c| c.insert(key, value.clone()));
     Ok(value)
+}
+
+/// Empties the thread's `cache`.
+pub fn forget<T>(cache: &'static ThreadCache<T>) {
+    cache.with_borrow_mut(|c| *c = BlobCache::default());
 }
 
 /// Number of blobs the thread's `cache` holds.

@@ -18,6 +18,13 @@ use crate::ir::{Graph, LoweredModule, NamedBlob};
 use crate::runtime::{Backend, Runtime};
 use std::sync::Arc;
 
+/// Empties this thread's caches of compiled blobs (a campaign does so after each case, so its
+/// memory does not grow with its length).
+pub fn forget_compiled() {
+    blob_cache::forget(&graph::PLANS);
+    blob_cache::forget(&multifn::FUNCTIONS);
+}
+
 /// Every backend the reference runtime ships, for a default registry.
 pub fn default_backends() -> Vec<Arc<dyn Backend>> {
     default_backends_with(Arc::new(multifn::MultifnBackend::default()))

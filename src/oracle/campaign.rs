@@ -279,6 +279,7 @@ fn check_one(opts: &CampaignOptions, case: u64) -> CaseOutcome {
     let g = generate(&cfg, &mut Unstructured::new(&bytes), check.fault);
     let generate = t.elapsed();
     let report = check_case(&g, &check);
+    crate::backends::forget_compiled();
     let features = g.features.iter().cloned().collect();
     let failed = (!report.ok()).then_some((bytes, cfg, g));
     CaseOutcome { case, features, report, generate, failed }

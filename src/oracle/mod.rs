@@ -217,29 +217,12 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
     }
     r.timings.compare += start.elapsed();
 
-    // Eager outputs and calls per method.
     let start = Instant::now();
-    let mut eager: BTreeMap<String, Eager> = BTreeMap::new();
-    for m in &ir.methods {
-        let inputs = case.inputs.get(&m.name).cloned().unwrap_or_default();
-        match run_method(ir, &m.name, &inputs) {
-            Ok(run) => {
-                eager.insert(
-                    m.name.clone(),
-                    Eager {
-                        inputs: values::encode_all(&inputs),
-                        outputs: values::encode_all(&run.outputs),
-                        bounds: run.bounds,
-                        calls: run.calls,
-                    },
-                );
-            }
-            Err(e) => r.fail(Invariant::I6, format!("eager interpreter failed on {}: {e}", m.name)),
-        }
-    }
+    let eager = eager_runs(case, &mut r);
     r.timings.eager += start.elapsed();
 
     let mut outputs: BTreeMap<(bool, String), Vec<HostValue>> = BTreeMap::new();
+    let mut emitted = Vec::with_capacity(2);
     for share in [true, false] {
         let eo = EmitOptions {
             share,
@@ -248,70 +231,25 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
             fault: opts.fault,
         };
         let start = Instant::now();
-        let emitted = match emit(ir, &eo) {
-            Ok(e) => e,
+        match emit(ir, &eo) {
+            Ok(e) => emitted.push(e),
             Err(e) => {
                 r.fail(Invariant::Emit, format!("share={share}: {e}"));
                 return r;
             }
-        };
+        }
         r.timings.emit += start.elapsed();
-        let start = Instant::now();
-        let bytes = match emitted.to_bytes() {
-            Ok(b) => b,
-            Err(e) => {
-                r.fail(Invariant::Emit, format!("share={share}: write failed: {e}"));
-                return r;
-            }
-        };
-        r.timings.write += start.elapsed();
-        let start = Instant::now();
-        let loaded = match format::load(&bytes) {
-            Ok(l) => l,
-            Err(e) => {
-                r.fail(Invariant::Emit, format!("share={share}: emitted program does not load: {e}"));
-                return r;
-            }
-        };
-        r.timings.load += start.elapsed();
-        let start = Instant::now();
-        r.check(Invariant::I7, written_again_is_the_same(&emitted, &bytes, &loaded), || {
-            format!("share={share}: write∘load∘write != write")
-        });
-        structure::check(ir, &loaded, share, &mut r);
-        r.timings.compare += start.elapsed();
-
-        // The negative checks' copy of the program to corrupt, made once per emission.
-        let mut corrupt_copy = None;
-        for (pi, plan) in loaded.program.plans().iter().enumerate() {
-            let name = plan.name_str().to_string();
-            let Some(e) = eager.get(&name) else { continue };
-            // A rig per method: its model table holds this method's loads alone.
-            let rig = Rig::new(opts, case.run.share_models, None);
-            let run = lifecycle::run_method(&rig, &loaded, &name, &e.inputs, &mut r.timings);
-            let start = Instant::now();
-            match &run.result {
-                Ok(outs) => {
-                    let expect = Expect { ir, name: &name, share, calls: &e.calls };
-                    lifecycle::check_run(&expect, &loaded, &run, &mut r);
-                    outputs.insert((share, name.clone()), outs.clone());
-                }
-                Err(err) => r.fail(Invariant::I6, format!("{name} share={share}: method failed to load or run: {err}")),
-            }
-            let n_delegates = plan.delegate_list().len();
-            if share && n_delegates > 0 {
-                lifecycle::check_injection(opts, &loaded, &name, n_delegates, case.run.share_models, &mut r);
-                lifecycle::check_models(opts, &loaded, &name, &e.inputs, (&rig, &run), case.run.share_models, &mut r);
-            }
-            r.timings.compare += start.elapsed();
-            if opts.negative {
-                let start = Instant::now();
-                let sample =
-                    opts.inject_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((pi as u64) << 1) ^ u64::from(share);
-                let sample = if opts.negative_end_to_end { None } else { Some(sample) };
-                negative::check(&loaded, pi, &rig, sample, &format!("share={share}"), &mut corrupt_copy, &mut r);
-                r.timings.negative += start.elapsed();
-            }
+    }
+    let case = CaseChecks { case, opts, eager: &eager };
+    // When sharing changes nothing, the two emissions are one program: its bytes, its load and
+    // its runs are functions of it, so they are made once and both emissions' expectations
+    // (structure, lifecycle, I6) are checked on them.
+    if let [shared, unshared] = emitted.as_slice() {
+        if shared.program == unshared.program && shared.segment_data == unshared.segment_data {
+            case.emission(shared, &[true, false], &mut outputs, &mut r);
+        } else {
+            case.emission(shared, &[true], &mut outputs, &mut r);
+            case.emission(unshared, &[false], &mut outputs, &mut r);
         }
     }
     // I6: shared = unshared = eager.
@@ -329,4 +267,135 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
     }
     r.timings.compare += start.elapsed();
     r
+}
+
+/// The eager interpreter's run of each method of `case` (a method it cannot run is an I6
+/// failure in `r` and has no entry).
+fn eager_runs(case: &Generated, r: &mut Report) -> BTreeMap<String, Eager> {
+    let ir = &case.program;
+    let mut eager = BTreeMap::new();
+    for m in &ir.methods {
+        let inputs = case.inputs.get(&m.name).cloned().unwrap_or_default();
+        match run_method(ir, &m.name, &inputs) {
+            Ok(run) => {
+                eager.insert(
+                    m.name.clone(),
+                    Eager {
+                        inputs: values::encode_all(&inputs),
+                        outputs: values::encode_all(&run.outputs),
+                        bounds: run.bounds,
+                        calls: run.calls,
+                    },
+                );
+            }
+            Err(e) => r.fail(Invariant::I6, format!("eager interpreter failed on {}: {e}", m.name)),
+        }
+    }
+    eager
+}
+
+/// Checks `emitted` as `case`'s emission under each of `shares`, as [`check_case`] checks each
+/// emission: written, loaded, run, with the structure and lifecycle expected under each share
+/// (and the I6 comparison of each share's outputs with the eager interpreter's).
+pub fn check_emitted(case: &Generated, opts: &CheckOptions, emitted: &Emitted, shares: &[bool]) -> Report {
+    let mut r = Report::default();
+    let eager = eager_runs(case, &mut r);
+    let mut outputs = BTreeMap::new();
+    CaseChecks { case, opts, eager: &eager }.emission(emitted, shares, &mut outputs, &mut r);
+    for ((share, name), got) in &outputs {
+        if let Some(d) = eager.get(name).and_then(|e| values::bounded_difference(&e.outputs, &e.bounds, got)) {
+            r.fail(
+                Invariant::I6,
+                format!("{name} share={share}: runtime outputs differ from the eager interpreter: {d}"),
+            );
+        }
+    }
+    r
+}
+
+/// What every emission of one case is checked against.
+struct CaseChecks<'c> {
+    case: &'c Generated,
+    opts: &'c CheckOptions,
+    eager: &'c BTreeMap<String, Eager>,
+}
+
+impl CaseChecks<'_> {
+    /// Writes, loads and runs one emitted program and checks it as the emission of each of
+    /// `shares` (one entry, or both when sharing changed nothing); the outputs of each method
+    /// go to `outputs` under every share.
+    fn emission(
+        &self,
+        emitted: &Emitted,
+        shares: &[bool],
+        outputs: &mut BTreeMap<(bool, String), Vec<HostValue>>,
+        r: &mut Report,
+    ) {
+        let (case, opts, ir) = (self.case, self.opts, &self.case.program);
+        let what = match shares {
+            [share] => format!("share={share}"),
+            _ => "share=true=false".to_string(),
+        };
+        let start = Instant::now();
+        let bytes = match emitted.to_bytes() {
+            Ok(b) => b,
+            Err(e) => return r.fail(Invariant::Emit, format!("{what}: write failed: {e}")),
+        };
+        r.timings.write += start.elapsed();
+        let start = Instant::now();
+        let loaded = match format::load(&bytes) {
+            Ok(l) => l,
+            Err(e) => return r.fail(Invariant::Emit, format!("{what}: emitted program does not load: {e}")),
+        };
+        r.timings.load += start.elapsed();
+        let start = Instant::now();
+        r.check(Invariant::I7, written_again_is_the_same(emitted, &bytes, &loaded), || {
+            format!("{what}: write∘load∘write != write")
+        });
+        for &share in shares {
+            structure::check(ir, &loaded, share, r);
+        }
+        r.timings.compare += start.elapsed();
+
+        // The negative checks' copy of the program to corrupt, made once per emission.
+        let mut corrupt_copy = None;
+        for (pi, plan) in loaded.program.plans().iter().enumerate() {
+            let name = plan.name_str().to_string();
+            let Some(e) = self.eager.get(&name) else { continue };
+            // A rig per method: its model table holds this method's loads alone.
+            let rig = Rig::new(opts, case.run.share_models, None);
+            let run = lifecycle::run_method(&rig, &loaded, &name, &e.inputs, &mut r.timings);
+            let start = Instant::now();
+            match &run.result {
+                Ok(outs) => {
+                    for &share in shares {
+                        let expect = Expect { ir, name: &name, share, calls: &e.calls };
+                        lifecycle::check_run(&expect, &loaded, &run, r);
+                        outputs.insert((share, name.clone()), outs.clone());
+                    }
+                }
+                Err(err) => r.fail(Invariant::I6, format!("{name} {what}: method failed to load or run: {err}")),
+            }
+            let n_delegates = plan.delegate_list().len();
+            if shares.contains(&true) && n_delegates > 0 {
+                lifecycle::check_injection(opts, &loaded, &name, n_delegates, case.run.share_models, r);
+                lifecycle::check_models(opts, &loaded, &name, &e.inputs, (&rig, &run), case.run.share_models, r);
+            }
+            r.timings.compare += start.elapsed();
+            if opts.negative {
+                let start = Instant::now();
+                // One corruption end to end per method and emission (every one with
+                // `negative_end_to_end`).
+                let samples: Vec<u64> = shares
+                    .iter()
+                    .map(|&share| {
+                        opts.inject_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((pi as u64) << 1) ^ u64::from(share)
+                    })
+                    .collect();
+                let samples = if opts.negative_end_to_end { None } else { Some(samples.as_slice()) };
+                negative::check(&loaded, pi, &rig, samples, &what, &mut corrupt_copy, r);
+                r.timings.negative += start.elapsed();
+            }
+        }
+    }
 }

@@ -409,8 +409,9 @@ impl Corruption {
 /// Every corruption of plan `pi` must be rejected at init with zero backend inits.
 ///
 /// Each corruption is checked by the runtime's own per-element checks on the one edited
-/// element ([`PreparedPlan`]), so a method costs time linear in its size. One corruption per
-/// call, picked by `sample` (any class may be drawn; `None`: every one), also goes end to end: the whole program
+/// element ([`PreparedPlan`]), so a method costs time linear in its size. The corruptions
+/// picked by `samples` (one per sample, any class may be drawn; `None`: every one) also go end
+/// to end: the whole program
 /// copied and edited, the method loaded by the runtime, rejected at init with no backend
 /// `init` (counted by the backends of `rig`), and the runtime's full check giving exactly the
 /// errors the per-element check gave.
@@ -421,7 +422,7 @@ pub fn check<'a>(
     loaded: &LoadedProgram<'a>,
     pi: usize,
     rig: &Rig,
-    sample: Option<u64>,
+    samples: Option<&[u64]>,
     what: &str,
     copy: &mut Option<LoadedProgram<'a>>,
     r: &mut Report,
@@ -437,7 +438,7 @@ pub fn check<'a>(
         }
     };
     let all = corruptions(plan, pi);
-    let pick = sample.map(|s| (s % all.len().max(1) as u64) as usize);
+    let picks: Option<Vec<usize>> = samples.map(|s| s.iter().map(|s| (s % all.len().max(1) as u64) as usize).collect());
     let mut rejected = 0;
     for (k, c) in all.iter().enumerate() {
         let Some(patched) = c.patch(plan) else { continue };
@@ -450,7 +451,7 @@ pub fn check<'a>(
         } else {
             rejected += 1;
         }
-        if pick.is_none_or(|p| p == k) {
+        if picks.as_ref().is_none_or(|p| p.contains(&k)) {
             let corrupt = copy.get_or_insert_with(|| loaded.clone());
             EndToEnd { loaded, name: &name, rig, what }.run(corrupt, c, errors, r);
         }
