@@ -85,7 +85,11 @@ fn every_plan_gets_every_corruption_its_structure_calls_for_and_each_applies() {
         for (pi, plan) in loaded.program.plans().iter().enumerate() {
             let all = corruptions(plan, pi);
             let mut counted: BTreeMap<Class, usize> = BTreeMap::new();
+            // One slot patched in turn by every corruption, as the negative checks do.
+            let mut slot = None;
             for c in &all {
+                assert!(c.patch_into(plan, &mut slot), "does not patch: {}", c.describe(&loaded.program));
+                assert_eq!(slot.as_ref(), Some(&element(plan, c)), "reused slot: {}", c.describe(&loaded.program));
                 *counted.entry(c.class).or_default() += 1;
                 *seen.entry(c.class).or_default() += 1;
                 assert_eq!(c.plan, pi);

@@ -444,6 +444,18 @@ impl MethodState<'_> {
         path: &str,
     ) -> Result<Vec<usize>, EmitError> {
         let types = graph_types(g, self.modules, path)?;
+        self.typed_graph(prog, g, bound, path, &types)
+    }
+
+    /// [`MethodState::graph`] with the graph's ref types already inferred (`graph_types`).
+    fn typed_graph(
+        &mut self,
+        prog: &mut ProgramState,
+        g: &Graph,
+        bound: Option<&[usize]>,
+        path: &str,
+        types: &[ValueType],
+    ) -> Result<Vec<usize>, EmitError> {
         let mut refs: Vec<usize> = Vec::with_capacity(types.len());
         for c in &g.constants {
             let idx = prog.constant(const_bytes(c));
@@ -466,11 +478,12 @@ impl MethodState<'_> {
         }
         let frees = view_frees(g, self.modules);
         for (i, node) in g.nodes.iter().enumerate() {
-            let p = format!("{path}.nodes[{i}]");
+            // The node's path, spelled out for control flow and errors only.
+            let p = || format!("{path}.nodes[{i}]");
             // `graph_types` typed every node in order: this node's outputs follow the refs so far.
-            let out_types = types.get(refs.len()..refs.len() + node.output_count(self.modules)).ok_or_else(|| {
-                EmitError::from(IrError { path: p.clone(), detail: "node outputs are not typed".into() })
-            })?;
+            let out_types = types
+                .get(refs.len()..refs.len() + node.output_count(self.modules))
+                .ok_or_else(|| EmitError::from(IrError { path: p(), detail: "node outputs are not typed".into() }))?;
             let r = |x: &Ref| refs[*x];
             let outs = match node {
                 Node::Op { op, args } => {
@@ -483,28 +496,28 @@ impl MethodState<'_> {
                 }
                 Node::Cond { pred, then_graph, else_graph, operands } => {
                     let ops: Vec<usize> = operands.iter().map(r).collect();
-                    self.cond(prog, r(pred), then_graph, else_graph, &ops, out_types, &p)?
+                    self.cond(prog, r(pred), then_graph, else_graph, &ops, out_types, &p())?
                 }
                 Node::Map { body, xs, args } => {
                     let extra: Vec<usize> = args.iter().map(r).collect();
-                    self.map(prog, body, r(xs), &extra, &types[*xs], out_types, &p)?
+                    self.map(prog, body, r(xs), &extra, &types[*xs], out_types, &p())?
                 }
                 Node::Scan { body, init, xs } => {
                     let ini: Vec<usize> = init.iter().map(r).collect();
                     let x: Vec<(usize, ValueType)> = xs.iter().map(|x| (r(x), types[*x].clone())).collect();
-                    self.scan(prog, body, &ini, &x, out_types, &p)?
+                    self.scan(prog, body, &ini, &x, out_types, &p())?
                 }
                 Node::While { cond, body, carried, .. } => {
                     if !self.opts.allow_while {
-                        return Err(EmitError::UnsupportedWhile { path: p });
+                        return Err(EmitError::UnsupportedWhile { path: p() });
                     }
                     let c: Vec<usize> = carried.iter().map(r).collect();
-                    self.while_loop(prog, cond, body, &c, out_types, &p)?
+                    self.while_loop(prog, cond, body, &c, out_types, &p())?
                 }
             };
             if outs.len() != out_types.len() {
                 return Err(EmitError::from(IrError {
-                    path: p,
+                    path: p(),
                     detail: format!("emitted {} outputs for {} typed ones", outs.len(), out_types.len()),
                 }));
             }
@@ -728,7 +741,7 @@ fn view_frees(g: &Graph, modules: &[LoweredModule]) -> HashMap<usize, Vec<Ref>> 
 
 /// Emits `p`. Methods come out in sorted name order (E2).
 pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
-    crate::ir::infer::typecheck_program(p)?;
+    let method_types = crate::ir::infer::typecheck_program(p)?;
     let mut prog = ProgramState::default();
     prog.constants.push(Vec::new());
     let mut order: Vec<usize> = (0..p.methods.len()).collect();
@@ -750,7 +763,8 @@ pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
             loop_depth: 0,
         };
         let path = format!("methods[{mi}].graph");
-        let refs = st.graph(&mut prog, &m.graph, None, &path)?;
+        let types = method_types.get(mi).ok_or_else(|| IrError { path: path.clone(), detail: "not typed".into() })?;
+        let refs = st.typed_graph(&mut prog, &m.graph, None, &path, types)?;
         let c = m.graph.constants.len();
         let inputs: Vec<i32> = refs[c..c + m.graph.inputs.len()].iter().map(|v| *v as i32).collect();
         let outputs: Vec<i32> = m.graph.outputs.iter().map(|o| refs[*o] as i32).collect();

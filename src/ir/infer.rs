@@ -418,8 +418,9 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
     Ok(types)
 }
 
-/// Checks a whole program: every module graph, every method graph, unique method names.
-pub fn typecheck_program(p: &IrProgram) -> Result<(), IrError> {
+/// Checks a whole program: every module graph, every method graph, unique method names; gives
+/// each method graph's ref types ([`graph_types`]), in method order.
+pub fn typecheck_program(p: &IrProgram) -> Result<Vec<Vec<ValueType>>, IrError> {
     // CPU ops only, checked before typing: a module calling a module (itself, say) would
     // otherwise recurse without end.
     for (i, m) in p.modules.iter().enumerate() {
@@ -437,11 +438,12 @@ pub fn typecheck_program(p: &IrProgram) -> Result<(), IrError> {
         }
     }
     let mut names = std::collections::BTreeSet::new();
+    let mut types = Vec::with_capacity(p.methods.len());
     for (i, m) in p.methods.iter().enumerate() {
         if !names.insert(m.name.as_str()) {
             return Err(err(&format!("methods[{i}].name"), format!("duplicate method `{}`", m.name)));
         }
-        graph_types(&m.graph, &p.modules, &format!("methods[{i}].graph"))?;
+        types.push(graph_types(&m.graph, &p.modules, &format!("methods[{i}].graph"))?);
     }
-    Ok(())
+    Ok(types)
 }

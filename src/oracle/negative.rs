@@ -404,6 +404,36 @@ impl Corruption {
         let mut ins = plan.chain_list().get(c)?.instruction_list().get(i)?.clone();
         apply_edit(&mut ins, self.edit).then_some(Patched::Instruction(c, i, ins))
     }
+
+    /// [`Corruption::patch`] into `slot`, reusing the argument list of an instruction already
+    /// there (the negative checks patch thousands of instructions per program); `false` when
+    /// the corruption does not fit `plan`.
+    pub fn patch_into(&self, plan: &ExecutionPlan, slot: &mut Option<Patched>) -> bool {
+        let (Some((c, i)), Some(Patched::Instruction(sc, si, ins))) = (self.at, slot.as_mut()) else {
+            *slot = self.patch(plan);
+            return slot.is_some();
+        };
+        let Some(src) = plan.chain_list().get(c).and_then(|ch| ch.instruction_list().get(i)) else { return false };
+        (*sc, *si) = (c, i);
+        copy_into(ins, src);
+        apply_edit(ins, self.edit)
+    }
+}
+
+/// Makes `dst` equal to `src`, keeping `dst`'s argument list allocation when both are calls of
+/// the same kind.
+fn copy_into(dst: &mut Instruction, src: &Instruction) {
+    match (dst, src) {
+        (Instruction::KernelCall(d), Instruction::KernelCall(s)) => {
+            d.op_index = s.op_index;
+            d.args.clone_from(&s.args);
+        }
+        (Instruction::DelegateCall(d), Instruction::DelegateCall(s)) => {
+            d.delegate_index = s.delegate_index;
+            d.args.clone_from(&s.args);
+        }
+        (dst, src) => *dst = src.clone(),
+    }
 }
 
 /// Every corruption of plan `pi` must be rejected at init with zero backend inits.
@@ -440,8 +470,12 @@ pub fn check<'a>(
     let all = corruptions(plan, pi);
     let picks: Option<Vec<usize>> = samples.map(|s| s.iter().map(|s| (s % all.len().max(1) as u64) as usize).collect());
     let mut rejected = 0;
+    let mut patched = None;
     for (k, c) in all.iter().enumerate() {
-        let Some(patched) = c.patch(plan) else { continue };
+        if !c.patch_into(plan, &mut patched) {
+            continue;
+        }
+        let Some(patched) = &patched else { continue };
         let errors = prepared.check_replaced(patched.replacement());
         if errors.is_empty() {
             r.fail(

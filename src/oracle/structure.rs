@@ -51,55 +51,56 @@ fn bad_indices(plan: &ExecutionPlan) -> Vec<String> {
     let nv = plan.value_list().len() as i64;
     let (no, nd) = (plan.operator_list().len() as i64, plan.delegate_list().len() as i64);
     let mut bad = Vec::new();
-    let mut check = |what: String, i: i64, n: i64| {
+    // The element's name is spelled out only when its index is out of bounds.
+    let mut check = |what: &dyn Fn() -> String, i: i64, n: i64| {
         if !(0..n).contains(&i) {
-            bad.push(format!("{what} = {i} (bound {n})"));
+            bad.push(format!("{} = {i} (bound {n})", what()));
         }
     };
     for (k, v) in plan.inputs.iter().flatten().enumerate() {
-        check(format!("inputs[{k}]"), (*v).into(), nv);
+        check(&|| format!("inputs[{k}]"), (*v).into(), nv);
     }
     for (k, v) in plan.outputs.iter().flatten().enumerate() {
-        check(format!("outputs[{k}]"), (*v).into(), nv);
+        check(&|| format!("outputs[{k}]"), (*v).into(), nv);
     }
     for (i, v) in plan.value_list().iter().enumerate() {
-        let items: Vec<i64> = match v {
-            EValue::IntList(Some(x)) => x.clone(),
-            EValue::TensorList(Some(x)) => x.iter().map(|e| i64::from(*e)).collect(),
-            EValue::OptionalTensorList(Some(x)) => x.iter().filter(|e| **e != -1).map(|e| i64::from(*e)).collect(),
-            _ => vec![],
+        let items: &mut dyn Iterator<Item = i64> = match v {
+            EValue::IntList(Some(x)) => &mut x.iter().copied(),
+            EValue::TensorList(Some(x)) => &mut x.iter().map(|e| i64::from(*e)),
+            EValue::OptionalTensorList(Some(x)) => &mut x.iter().filter(|e| **e != -1).map(|e| i64::from(*e)),
+            _ => &mut std::iter::empty(),
         };
-        for (k, x) in items.into_iter().enumerate() {
-            check(format!("values[{i}].items[{k}]"), x, i as i64);
+        for (k, x) in items.enumerate() {
+            check(&|| format!("values[{i}].items[{k}]"), x, i as i64);
         }
     }
     for (c, chain) in plan.chain_list().iter().enumerate() {
         let len = chain.instruction_list().len() as i64;
         for (ii, ins) in chain.instruction_list().iter().enumerate() {
-            let at = format!("chains[{c}][{ii}]");
+            let at = || format!("chains[{c}][{ii}]");
             match ins {
                 Instruction::KernelCall(k) => {
-                    check(format!("{at}.op_index"), k.op_index.into(), no);
+                    check(&|| format!("{}.op_index", at()), k.op_index.into(), no);
                     for (j, a) in k.args.iter().flatten().enumerate() {
-                        check(format!("{at}.args[{j}]"), (*a).into(), nv);
+                        check(&|| format!("{}.args[{j}]", at()), (*a).into(), nv);
                     }
                 }
                 Instruction::DelegateCall(d) => {
-                    check(format!("{at}.delegate_index"), d.delegate_index.into(), nd);
+                    check(&|| format!("{}.delegate_index", at()), d.delegate_index.into(), nd);
                     for (j, a) in d.args.iter().flatten().enumerate() {
-                        check(format!("{at}.args[{j}]"), (*a).into(), nv);
+                        check(&|| format!("{}.args[{j}]", at()), (*a).into(), nv);
                     }
                 }
                 Instruction::MoveCall(m) => {
-                    check(format!("{at}.move_from"), m.move_from.into(), nv);
-                    check(format!("{at}.move_to"), m.move_to.into(), nv);
+                    check(&|| format!("{}.move_from", at()), m.move_from.into(), nv);
+                    check(&|| format!("{}.move_to", at()), m.move_to.into(), nv);
                 }
                 Instruction::JumpFalseCall(j) => {
-                    check(format!("{at}.cond_value_index"), j.cond_value_index.into(), nv);
+                    check(&|| format!("{}.cond_value_index", at()), j.cond_value_index.into(), nv);
                     // A destination equal to the chain length ends the chain.
-                    check(format!("{at}.destination_instruction"), j.destination_instruction.into(), len + 1);
+                    check(&|| format!("{}.destination_instruction", at()), j.destination_instruction.into(), len + 1);
                 }
-                Instruction::FreeCall(f) => check(format!("{at}.value_index"), f.value_index.into(), nv),
+                Instruction::FreeCall(f) => check(&|| format!("{}.value_index", at()), f.value_index.into(), nv),
             }
         }
     }

@@ -27,6 +27,7 @@ use crate::program::{CompileSpec, sha256_hex};
 use crate::runtime::frame::{OpError, OpResult};
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext, NestedPlan};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -323,7 +324,9 @@ fn blob<'a>(named: &[(&str, &'a [u8])], key: &str) -> OpResult<&'a [u8]> {
 
 /// Loads a bundle from named data.
 pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<LoadedModel> {
-    let (index, weights): (&[u8], &[u8]) = if manifest.files.iter().any(|f| f == "model.bin") {
+    // The compiled functions are a function of (index, weights): cached by those bytes, laid
+    // out as `model.bin` is (index length, index, weights), which is that file itself.
+    let (index, weights, key): (&[u8], &[u8], Cow<'_, [u8]>) = if manifest.files.iter().any(|f| f == "model.bin") {
         let file = blob(named, &format!("{}/model.bin", manifest.path))?;
         let n = file
             .get(..8)
@@ -333,18 +336,16 @@ pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<Load
             .checked_add(n)
             .filter(|e| *e <= file.len())
             .ok_or_else(|| invalid("model.bin index past its end"))?;
-        (&file[8..end], &file[end..])
+        (&file[8..end], &file[end..], Cow::Borrowed(file))
     } else {
-        (
-            blob(named, &format!("{}/model.json", manifest.path))?,
-            blob(named, &format!("{}/weights.bin", manifest.path))?,
-        )
+        let index = blob(named, &format!("{}/model.json", manifest.path))?;
+        let weights = blob(named, &format!("{}/weights.bin", manifest.path))?;
+        let mut key = Vec::with_capacity(8 + index.len() + weights.len());
+        key.extend_from_slice(&(index.len() as u64).to_le_bytes());
+        key.extend_from_slice(index);
+        key.extend_from_slice(weights);
+        (index, weights, Cow::Owned(key))
     };
-    // The compiled functions are a function of (index, weights): cached by those bytes.
-    let mut key = Vec::with_capacity(8 + index.len() + weights.len());
-    key.extend_from_slice(&(index.len() as u64).to_le_bytes());
-    key.extend_from_slice(index);
-    key.extend_from_slice(weights);
     let functions = compiled(&FUNCTIONS, &key, || compile_functions(index, weights))?;
     Ok(LoadedModel { functions, weight_bytes: weights.len(), exec: std::sync::Mutex::new(()) })
 }
