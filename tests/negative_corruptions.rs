@@ -177,3 +177,28 @@ fn tensor_lists_get_out_of_range_items_and_forward_references() {
     assert_eq!(out.len(), 2 * 6);
     assert!(out.iter().all(|t| *t == nv as i64 || *t == i64::from(i32::MAX)));
 }
+
+/// The negative checks send every corruption through the per-element check and, of those, one
+/// per sample end to end (two samples picking one corruption send it once); without samples,
+/// every corruption goes end to end. Every one is rejected either way.
+#[test]
+fn each_sample_sends_one_corruption_end_to_end_and_no_samples_send_every_one() {
+    use ptecheck::oracle::lifecycle::Rig;
+    use ptecheck::oracle::{CheckOptions, Report, negative};
+    let ir = ptecheck::generator::examples::example("multi-method").expect("example");
+    let bytes = ptecheck::emit::emit(&ir, &Default::default()).expect("emits").to_bytes().expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let rig = Rig::new(&CheckOptions::default(), false, None);
+    let n = corruptions(&loaded.program.plans()[0], 0).len();
+    assert!(n > 10);
+    for (samples, end_to_end) in [(Some(vec![1, 2]), 2), (Some(vec![5, 5 + n as u64]), 1), (Some(vec![]), 0), (None, n)]
+    {
+        let (mut copy, mut r) = (None, Report::default());
+        let done = negative::check(&loaded, 0, &rig, samples.as_deref(), "test", &mut copy, &mut r);
+        assert_eq!((done.per_element, done.end_to_end), (n, end_to_end), "{samples:?}");
+        assert!(r.ok(), "{:?}", r.failures);
+        if end_to_end > 0 {
+            assert_eq!(copy.as_ref().map(|c| &c.program), Some(&loaded.program), "every corruption put back");
+        }
+    }
+}

@@ -246,6 +246,14 @@ pub fn past(n: usize) -> [i32; 5] {
 
 /// Every corruption of plan `pi`.
 pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
+    let mut out = Vec::new();
+    each_corruption(plan, pi, &mut |c| out.push(c));
+    out
+}
+
+/// Calls `visit` with every corruption of plan `pi`, in [`corruptions`]' order, holding none
+/// of them (a large plan has thousands).
+pub fn each_corruption(plan: &ExecutionPlan, pi: usize, visit: &mut dyn FnMut(Corruption)) {
     let (nv, no, nd) = (plan.value_list().len(), plan.operator_list().len(), plan.delegate_list().len());
     let scratch: Vec<i32> = plan
         .delegate_list()
@@ -254,11 +262,10 @@ pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
         .filter(|(_, d)| d.compile_spec_list().iter().any(|c| c.key.as_deref() == Some(SCRATCH_KEY)))
         .map(|(i, _)| i as i32)
         .collect();
-    let mut out = Vec::new();
     for (c, chain) in plan.chain_list().iter().enumerate() {
         let len = chain.instruction_list().len();
         for (i, ins) in chain.instruction_list().iter().enumerate() {
-            let mut add = |class: Class, edit: Edit| out.push(Corruption { class, plan: pi, at: Some((c, i)), edit });
+            let mut add = |class: Class, edit: Edit| visit(Corruption { class, plan: pi, at: Some((c, i)), edit });
             match ins {
                 Instruction::KernelCall(k) => {
                     for to in past(no) {
@@ -314,12 +321,12 @@ pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
     }
     for position in 0..plan.inputs.as_ref().map_or(0, Vec::len) {
         for to in past(nv) {
-            out.push(Corruption { class: Class::PlanIo, plan: pi, at: None, edit: Edit::PlanInput { position, to } });
+            visit(Corruption { class: Class::PlanIo, plan: pi, at: None, edit: Edit::PlanInput { position, to } });
         }
     }
     for position in 0..plan.outputs.as_ref().map_or(0, Vec::len) {
         for to in past(nv) {
-            out.push(Corruption { class: Class::PlanIo, plan: pi, at: None, edit: Edit::PlanOutput { position, to } });
+            visit(Corruption { class: Class::PlanIo, plan: pi, at: None, edit: Edit::PlanOutput { position, to } });
         }
     }
     for (v, val) in plan.value_list().iter().enumerate() {
@@ -330,7 +337,7 @@ pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
         };
         for item in 0..n_items {
             for to in [nv as i64, i64::from(i32::MAX)] {
-                out.push(Corruption {
+                visit(Corruption {
                     class: Class::ListItem,
                     plan: pi,
                     at: None,
@@ -338,7 +345,7 @@ pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
                 });
             }
             if tensor_list && v + 1 < nv {
-                out.push(Corruption {
+                visit(Corruption {
                     class: Class::ListForwardRef,
                     plan: pi,
                     at: None,
@@ -347,7 +354,6 @@ pub fn corruptions(plan: &ExecutionPlan, pi: usize) -> Vec<Corruption> {
             }
         }
     }
-    out
 }
 
 /// The element a corruption replaces, edited: what [`PreparedPlan::check_replaced`] takes.
@@ -456,26 +462,32 @@ pub fn check<'a>(
     what: &str,
     copy: &mut Option<LoadedProgram<'a>>,
     r: &mut Report,
-) {
-    let Some(plan) = loaded.program.plans().get(pi) else { return };
+) -> Coverage {
+    let mut done = Coverage::default();
+    let Some(plan) = loaded.program.plans().get(pi) else { return done };
     let name = plan.name_str().to_string();
     let mut prepared = match PreparedPlan::new(loaded, pi, rig.rt.fault) {
         Ok(p) => p,
         Err(errors) => {
             let first = errors.first().map(ToString::to_string).unwrap_or_default();
-            return r
-                .fail(Invariant::Negative, format!("{what}: {name} does not pass the init checks itself: {first}"));
+            r.fail(Invariant::Negative, format!("{what}: {name} does not pass the init checks itself: {first}"));
+            return done;
         }
     };
-    let all = corruptions(plan, pi);
-    let picks: Option<Vec<usize>> = samples.map(|s| s.iter().map(|s| (s % all.len().max(1) as u64) as usize).collect());
+    let mut count = 0u64;
+    each_corruption(plan, pi, &mut |_| count += 1);
+    let picks: Option<Vec<u64>> = samples.map(|s| s.iter().map(|s| s % count.max(1)).collect());
     let mut rejected = 0;
     let mut patched = None;
-    for (k, c) in all.iter().enumerate() {
+    let mut next = 0u64;
+    each_corruption(plan, pi, &mut |c| {
+        let k = next;
+        next += 1;
         if !c.patch_into(plan, &mut patched) {
-            continue;
+            return;
         }
-        let Some(patched) = &patched else { continue };
+        let Some(patched) = &patched else { return };
+        done.per_element += 1;
         let errors = prepared.check_replaced(patched.replacement());
         if errors.is_empty() {
             r.fail(
@@ -487,10 +499,21 @@ pub fn check<'a>(
         }
         if picks.as_ref().is_none_or(|p| p.contains(&k)) {
             let corrupt = copy.get_or_insert_with(|| loaded.clone());
-            EndToEnd { loaded, name: &name, rig, what }.run(corrupt, c, errors, r);
+            EndToEnd { loaded, name: &name, rig, what }.run(corrupt, &c, errors, r);
+            done.end_to_end += 1;
         }
-    }
+    });
     r.held(Invariant::Negative, rejected);
+    done
+}
+
+/// How many corruptions [`check`] sent through each path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Checked on the one edited element.
+    pub per_element: usize,
+    /// Also loaded end to end by the runtime.
+    pub end_to_end: usize,
 }
 
 /// The end-to-end run of a plan's corruptions: the program, the method, the rig whose
