@@ -90,9 +90,14 @@ fn mf4_manifests_are_distinct_per_delegate_and_validated() {
     let p = multifunction(true);
     let blobs: std::collections::BTreeSet<&Vec<u8>> = p.modules.iter().map(|m| &m.processed).collect();
     assert_eq!(blobs.len(), 4, "distinct manifests, so no BackendDelegate sharing arises");
-    assert!(parse_manifest(br#"{"function":"f","input_names":[],"output_names":[],"multifunction":"yes","export_hash":"h","path":"h","files":[]}"#).is_err());
-    assert!(parse_manifest(br#"{"function":"f"}"#).is_err());
-    assert!(parse_manifest(b"not json").is_err());
+    // Each rejection says what is wrong (a well-formed manifest takes a faster path).
+    let err = |b: &[u8]| parse_manifest(b).expect_err("rejected").to_string();
+    let e = err(br#"{"function":"f","input_names":[],"output_names":[],"multifunction":"yes","export_hash":"h","path":"h","files":[]}"#);
+    assert!(e.contains("`multifunction` is not a boolean"), "{e}");
+    let e = err(br#"{"function":"f"}"#);
+    assert!(e.contains("missing field `input_names`"), "{e}");
+    let e = err(b"not json");
+    assert!(e.contains("manifest is not JSON"), "{e}");
     let ok = parse_manifest(
         br#"{"function":"f","input_names":[],"output_names":[],"export_hash":"h","path":"h","files":[]}"#,
     )

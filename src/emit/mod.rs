@@ -742,6 +742,16 @@ fn view_frees(g: &Graph, modules: &[LoweredModule]) -> HashMap<usize, Vec<Ref>> 
 /// Emits `p`. Methods come out in sorted name order (E2).
 pub fn emit(p: &IrProgram, opts: &EmitOptions) -> Result<Emitted, EmitError> {
     let method_types = crate::ir::infer::typecheck_program(p)?;
+    emit_typed(p, &method_types, opts)
+}
+
+/// [`emit`] of a program that `typecheck_program` accepted, given the method types it returned
+/// (a caller emitting one program several ways types it once).
+pub(crate) fn emit_typed(
+    p: &IrProgram,
+    method_types: &[Vec<ValueType>],
+    opts: &EmitOptions,
+) -> Result<Emitted, EmitError> {
     let mut prog = ProgramState::default();
     prog.constants.push(Vec::new());
     let mut order: Vec<usize> = (0..p.methods.len()).collect();

@@ -223,6 +223,10 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
 
     let mut outputs: BTreeMap<(bool, String), Vec<HostValue>> = BTreeMap::new();
     let mut emitted = Vec::with_capacity(2);
+    // Typed once for both emissions (a program that does not type goes to `emit` for its error).
+    let start = Instant::now();
+    let types = crate::ir::infer::typecheck_program(ir).ok();
+    r.timings.emit += start.elapsed();
     for share in [true, false] {
         let eo = EmitOptions {
             share,
@@ -231,7 +235,11 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
             fault: opts.fault,
         };
         let start = Instant::now();
-        match emit(ir, &eo) {
+        let e = match &types {
+            Some(t) => crate::emit::emit_typed(ir, t, &eo),
+            None => emit(ir, &eo),
+        };
+        match e {
             Ok(e) => emitted.push(e),
             Err(e) => {
                 r.fail(Invariant::Emit, format!("share={share}: {e}"));

@@ -143,6 +143,11 @@ fn invalid(detail: impl Into<String>) -> OpError {
 /// Parses a manifest (P10): unparseable, missing members or a non-boolean `multifunction` ->
 /// InvalidProgram.
 pub fn parse_manifest(processed: &[u8]) -> OpResult<Manifest> {
+    // A well-formed manifest reads straight into its struct; anything else takes the path
+    // below, which says what is wrong.
+    if let Ok(m) = serde_json::from_slice::<Manifest>(processed) {
+        return Ok(m);
+    }
     let v: serde_json::Value =
         serde_json::from_slice(processed).map_err(|e| invalid(format!("manifest is not JSON: {e}")))?;
     if v.get("multifunction").is_some_and(|m| !m.is_boolean() && !m.is_null()) {
