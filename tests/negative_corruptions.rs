@@ -202,3 +202,21 @@ fn each_sample_sends_one_corruption_end_to_end_and_no_samples_send_every_one() {
         }
     }
 }
+
+/// `check_case` sends, for every method, its corruptions through the per-element check and at
+/// least one end to end; asked for every corruption end to end, it sends all of them.
+#[test]
+fn check_case_sends_every_method_end_to_end_at_least_once() {
+    use ptecheck::oracle::{CheckOptions, case_of, check_case};
+    let ir = ptecheck::generator::examples::example("multi-method").expect("example");
+    let case = case_of(&ir, 0);
+    let sampled = check_case(&case, &CheckOptions::default());
+    assert!(sampled.ok(), "{:?}", sampled.failures);
+    let done = sampled.negative;
+    assert!(done.per_element > 10 * ir.methods.len(), "{done:?}");
+    assert!(done.end_to_end >= ir.methods.len() && done.end_to_end <= 2 * ir.methods.len(), "{done:?}");
+    let every = check_case(&case, &CheckOptions { negative_end_to_end: true, ..CheckOptions::default() });
+    assert!(every.ok(), "{:?}", every.failures);
+    assert_eq!(every.negative.per_element, done.per_element);
+    assert_eq!(every.negative.end_to_end, every.negative.per_element);
+}

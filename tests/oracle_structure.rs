@@ -179,3 +179,15 @@ fn one_program_checked_for_both_shares_meets_each_shares_expectations() {
     let r = check_emitted(&case, &opts, &unshared, &[true, false]);
     assert!(failed(&r, "I4", "share=true"), "{:?}", r.failures);
 }
+
+/// A program that does not type is an `emit` failure naming where, after the saved-JSON and
+/// eager checks have said what they could (no panic, nothing checked past it).
+#[test]
+fn a_program_that_does_not_type_fails_emit_naming_the_place() {
+    use ptecheck::oracle::{CheckOptions, case_of, check_case};
+    let mut ir = example("multi-method").expect("example");
+    ir.methods[0].graph.outputs = vec![999];
+    let r = check_case(&case_of(&ir, 0), &CheckOptions::default());
+    assert!(failed(&r, "emit", "methods[0].graph.outputs[0]"), "{:?}", r.failures);
+    assert_eq!(r.negative.per_element, 0);
+}

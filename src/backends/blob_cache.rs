@@ -63,6 +63,12 @@ impl<T> BlobCache<T> {
         self.bytes
     }
 
+    /// Drops every cached blob.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+
     /// Number of cached blobs.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -94,7 +100,7 @@ pub fn compiled<T>(
 
 /// Empties the thread's `cache`.
 pub fn forget<T>(cache: &'static ThreadCache<T>) {
-    cache.with_borrow_mut(|c| *c = BlobCache::default());
+    cache.with_borrow_mut(BlobCache::clear);
 }
 
 /// Number of blobs the thread's `cache` holds.

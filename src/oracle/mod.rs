@@ -7,7 +7,8 @@
 //! backends' own ledgers, compared with the IR and with the calls the eager interpreter made;
 //! outputs (I6) compare the runtime — whose delegates run their plans on the runtime's kernels —
 //! with the eager interpreter, through the oracle's own value encoding (`values`).
-//! Reads the other stages; changes none of them.
+//! Reads the other stages; changes none of them (a campaign only empties the backends' caches
+//! of compiled blobs between cases, which hold no results).
 
 pub mod campaign;
 pub mod conformance;
@@ -121,6 +122,9 @@ pub struct Report {
     pub failures: Vec<Failure>,
     /// Time per stage.
     pub timings: Timings,
+    /// How many corruptions the negative checks sent each way.
+    #[serde(skip)]
+    pub negative: negative::Coverage,
 }
 
 impl Report {
@@ -222,12 +226,11 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
     r.timings.eager += start.elapsed();
 
     let mut outputs: BTreeMap<(bool, String), Vec<HostValue>> = BTreeMap::new();
-    let mut emitted = Vec::with_capacity(2);
     // Typed once for both emissions (a program that does not type goes to `emit` for its error).
     let start = Instant::now();
     let types = crate::ir::infer::typecheck_program(ir).ok();
     r.timings.emit += start.elapsed();
-    for share in [true, false] {
+    let emit_as = |share: bool, r: &mut Report| {
         let eo = EmitOptions {
             share,
             delegate_segments: !case.run.inline_blobs,
@@ -239,25 +242,33 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
             Some(t) => crate::emit::emit_typed(ir, t, &eo),
             None => emit(ir, &eo),
         };
-        match e {
-            Ok(e) => emitted.push(e),
-            Err(e) => {
-                r.fail(Invariant::Emit, format!("share={share}: {e}"));
-                return r;
-            }
-        }
         r.timings.emit += start.elapsed();
-    }
+        e.map_err(|e| format!("share={share}: {e}"))
+    };
+    let shared = match emit_as(true, &mut r) {
+        Ok(e) => e,
+        Err(e) => {
+            r.fail(Invariant::Emit, e);
+            return r;
+        }
+    };
+    let unshared = emit_as(false, &mut r);
     let case = CaseChecks { case, opts, eager: &eager };
-    // When sharing changes nothing, the two emissions are one program: its bytes, its load and
-    // its runs are functions of it, so they are made once and both emissions' expectations
-    // (structure, lifecycle, I6) are checked on them.
-    if let [shared, unshared] = emitted.as_slice() {
-        if shared.program == unshared.program && shared.segment_data == unshared.segment_data {
-            case.emission(shared, &[true, false], &mut outputs, &mut r);
-        } else {
-            case.emission(shared, &[true], &mut outputs, &mut r);
-            case.emission(unshared, &[false], &mut outputs, &mut r);
+    match unshared {
+        // When sharing changes nothing, the two emissions are one program: its bytes, its load
+        // and its runs are functions of it, so they are made once and both emissions'
+        // expectations (structure, lifecycle, I6) are checked on them.
+        Ok(u) if u.program == shared.program && u.segment_data == shared.segment_data => {
+            case.emission(&shared, &[true, false], &mut outputs, &mut r);
+        }
+        Ok(u) => {
+            case.emission(&shared, &[true], &mut outputs, &mut r);
+            case.emission(&u, &[false], &mut outputs, &mut r);
+        }
+        Err(e) => {
+            case.emission(&shared, &[true], &mut outputs, &mut r);
+            r.fail(Invariant::Emit, e);
+            return r;
         }
     }
     // I6: shared = unshared = eager.
@@ -342,7 +353,8 @@ impl CaseChecks<'_> {
         let (case, opts, ir) = (self.case, self.opts, &self.case.program);
         let what = match shares {
             [share] => format!("share={share}"),
-            _ => "share=true=false".to_string(),
+            [_, _] => "share=both (one program)".to_string(),
+            _ => return r.fail(Invariant::Emit, format!("an emission checked as shares {shares:?}")),
         };
         let start = Instant::now();
         let bytes = match emitted.to_bytes() {
@@ -401,7 +413,8 @@ impl CaseChecks<'_> {
                     })
                     .collect();
                 let samples = if opts.negative_end_to_end { None } else { Some(samples.as_slice()) };
-                negative::check(&loaded, pi, &rig, samples, &what, &mut corrupt_copy, r);
+                let done = negative::check(&loaded, pi, &rig, samples, &what, &mut corrupt_copy, r);
+                r.negative += done;
                 r.timings.negative += start.elapsed();
             }
         }

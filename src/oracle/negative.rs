@@ -11,7 +11,7 @@ use super::lifecycle::Rig;
 use super::{Invariant, Report};
 use crate::backends::ledger::LedgerEvent;
 use crate::format::LoadedProgram;
-use crate::program::{EValue, ExecutionPlan, Instruction, Program, SCRATCH_KEY};
+use crate::program::{DelegateCall, EValue, ExecutionPlan, Instruction, KernelCall, Program, SCRATCH_KEY};
 use crate::runtime::check::{Io, PreparedPlan, Replacement, check_method_with};
 use crate::runtime::{CheckError, RuntimeError, Trace};
 use serde::Serialize;
@@ -413,7 +413,7 @@ impl Corruption {
 
     /// [`Corruption::patch`] into `slot`, reusing the argument list of an instruction already
     /// there (the negative checks patch thousands of instructions per program); `false` when
-    /// the corruption does not fit `plan`.
+    /// the corruption does not fit `plan`, and then `slot` holds nothing to use.
     pub fn patch_into(&self, plan: &ExecutionPlan, slot: &mut Option<Patched>) -> bool {
         let (Some((c, i)), Some(Patched::Instruction(sc, si, ins))) = (self.at, slot.as_mut()) else {
             *slot = self.patch(plan);
@@ -430,13 +430,14 @@ impl Corruption {
 /// the same kind.
 fn copy_into(dst: &mut Instruction, src: &Instruction) {
     match (dst, src) {
-        (Instruction::KernelCall(d), Instruction::KernelCall(s)) => {
-            d.op_index = s.op_index;
-            d.args.clone_from(&s.args);
+        // Destructured, so that a field added to either call is not left stale.
+        (Instruction::KernelCall(d), Instruction::KernelCall(KernelCall { op_index, args })) => {
+            d.op_index = *op_index;
+            d.args.clone_from(args);
         }
-        (Instruction::DelegateCall(d), Instruction::DelegateCall(s)) => {
-            d.delegate_index = s.delegate_index;
-            d.args.clone_from(&s.args);
+        (Instruction::DelegateCall(d), Instruction::DelegateCall(DelegateCall { delegate_index, args })) => {
+            d.delegate_index = *delegate_index;
+            d.args.clone_from(args);
         }
         (dst, src) => *dst = src.clone(),
     }
@@ -514,6 +515,13 @@ pub struct Coverage {
     pub per_element: usize,
     /// Also loaded end to end by the runtime.
     pub end_to_end: usize,
+}
+
+impl std::ops::AddAssign for Coverage {
+    fn add_assign(&mut self, o: Coverage) {
+        self.per_element += o.per_element;
+        self.end_to_end += o.end_to_end;
+    }
 }
 
 /// The end-to-end run of a plan's corruptions: the program, the method, the rig whose
