@@ -13,6 +13,7 @@ pub mod eval;
 pub mod infer;
 pub mod pretty;
 pub mod saved;
+mod tagged;
 
 use serde::{Deserialize, Serialize};
 
@@ -74,10 +75,10 @@ pub struct ConstTensor {
     pub values: Vec<f64>,
 }
 
-/// A CPU operator with its literal parameters. Its fieldless twin [`OpKind`] names every op once
+/// A CPU operator with its literal parameters (read back by `tagged`). Its fieldless twin [`OpKind`] names every op once
 /// (the `op:NAME` generator feature) and gives the kernel the emitter calls.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, strum::EnumDiscriminants)]
-#[serde(rename_all = "snake_case", tag = "op", deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Serialize, strum::EnumDiscriminants)]
+#[serde(rename_all = "snake_case", tag = "op")]
 #[strum_discriminants(
     name(OpKind),
     doc = "The kind of an [`Op`], without its parameters.",
@@ -244,9 +245,9 @@ impl OpKind {
     }
 }
 
-/// One node of a graph.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "node", deny_unknown_fields)]
+/// One node of a graph (read back by `tagged`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "node")]
 pub enum Node {
     /// A CPU operator; one output.
     Op {
