@@ -189,5 +189,8 @@ fn a_program_that_does_not_type_fails_emit_naming_the_place() {
     ir.methods[0].graph.outputs = vec![999];
     let r = check_case(&case_of(&ir, 0), &CheckOptions::default());
     assert!(failed(&r, "emit", "methods[0].graph.outputs[0]"), "{:?}", r.failures);
+    // The saved JSON reads back the same program, which `load` rejects at the same place.
+    assert!(failed(&r, "I7", "does not load back: $.program.methods[0].graph.outputs[0]"), "{:?}", r.failures);
+    assert_eq!(r.checked.get(&ptecheck::oracle::Invariant::I7), Some(&1));
     assert_eq!(r.negative.per_element, 0);
 }

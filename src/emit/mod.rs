@@ -1,8 +1,9 @@
 //! Reference emitter: IR program -> `.pte` [`Program`] plus segment bytes, following every
 //! rule of semantics.md A, C.1, C.2 and our choices P1, P4-P7, P12.
 //!
-//! Program-wide: constants deduplicated by SHA-256 (E7, index 0 reserved), delegate blobs
-//! deduplicated by SHA-256 of the bytes only (E17/BD1). Per method: values appended in graph
+//! Program-wide: constants deduplicated by content (E7, index 0 reserved), delegate blobs
+//! deduplicated by their bytes only (E17/BD1); E7/E17 key by SHA-256, and we compare the bytes
+//! themselves, which gives the same answer without hashing every buffer with SHA-256. Per method: values appended in graph
 //! order (E5), operators deduplicated by (name, overload) (E12), one BackendDelegate per call
 //! site (E18) unless the module's backend opted in and it declares no scratch, in which case one
 //! per lowered module per method, wherever the calls are (SH3-SH5, P4, P6). Control flow is
@@ -15,8 +16,8 @@ use crate::format::{self, FormatError, WriteOptions};
 use crate::ir::infer::{IrError, graph_types};
 use crate::ir::{ConstTensor, Dtype, Graph, IrProgram, LoweredModule, Node, Op, Ref, ValueType};
 use crate::program::*;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use thiserror::Error;
 
 /// Emitter options.
@@ -89,43 +90,51 @@ pub const COPY_KERNEL: &str = "aten::copy_.default";
 const ARENA_ALIGN: usize = 16;
 const CONSTANT_ALIGN: usize = 16;
 
-fn sha(b: &[u8]) -> [u8; 32] {
-    Sha256::digest(b).into()
+/// Byte strings kept once each by content, numbered in order of first sight (E3's
+/// program-wide dedup of constants and blobs, S4's of named data).
+#[derive(Default)]
+struct Distinct {
+    items: Vec<Vec<u8>>,
+    /// Numbers into `items`, by their content's hash.
+    index: hashbrown::HashTable<u32>,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+impl Distinct {
+    /// The number of `bytes`' content (the next one when it is new).
+    fn number<B: AsRef<[u8]> + Into<Vec<u8>>>(&mut self, bytes: B) -> u32 {
+        let (items, hasher) = (&self.items, &self.hasher);
+        let hash = hasher.hash_one(bytes.as_ref());
+        let eq = |i: &u32| items[*i as usize] == bytes.as_ref();
+        match self.index.entry(hash, eq, |i| hasher.hash_one(&items[*i as usize][..])) {
+            hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                let i = items.len() as u32;
+                e.insert(i);
+                self.items.push(bytes.into());
+                i
+            }
+        }
+    }
 }
 
 /// Program-wide emitter state (E3).
 #[derive(Default)]
 struct ProgramState {
-    constants: Vec<Vec<u8>>,
-    constant_cache: HashMap<[u8; 32], u32>,
-    blobs: Vec<Vec<u8>>,
-    blob_cache: HashMap<[u8; 32], u32>,
+    /// Distinct constant buffers; buffer `i + 1` of the program is `constants.items[i]` (buffer
+    /// 0 is the empty placeholder).
+    constants: Distinct,
+    /// Distinct delegate blobs.
+    blobs: Distinct,
 }
 
 impl ProgramState {
     fn constant(&mut self, bytes: Vec<u8>) -> u32 {
-        if self.constants.is_empty() {
-            self.constants.push(Vec::new());
-        }
-        let h = sha(&bytes);
-        if let Some(i) = self.constant_cache.get(&h) {
-            return *i;
-        }
-        self.constants.push(bytes);
-        let i = (self.constants.len() - 1) as u32;
-        self.constant_cache.insert(h, i);
-        i
+        1 + self.constants.number(bytes)
     }
 
     fn blob(&mut self, bytes: &[u8]) -> u32 {
-        let h = sha(bytes);
-        if let Some(i) = self.blob_cache.get(&h) {
-            return *i;
-        }
-        self.blobs.push(bytes.to_vec());
-        let i = (self.blobs.len() - 1) as u32;
-        self.blob_cache.insert(h, i);
-        i
+        self.blobs.number(bytes)
     }
 }
 
@@ -135,7 +144,6 @@ struct MethodState<'p> {
     opts: EmitOptions,
     values: Vec<EValue>,
     operators: Vec<Operator>,
-    operator_cache: HashMap<(String, String), i32>,
     delegates: Vec<BackendDelegate>,
     shared_delegate: HashMap<usize, i32>,
     instructions: Vec<Instruction>,
@@ -203,14 +211,16 @@ impl MethodState<'_> {
     }
 
     fn operator(&mut self, name: &str, overload: &str) -> i32 {
-        let key = (name.to_string(), overload.to_string());
-        if let Some(i) = self.operator_cache.get(&key) {
-            return *i;
-        }
-        self.operators.push(Operator { name: Some(name.into()), overload: Some(overload.into()) });
-        let i = (self.operators.len() - 1) as i32;
-        self.operator_cache.insert(key, i);
-        i
+        // A method names a few dozen operators at most: a scan beats hashing two new strings.
+        let known = self
+            .operators
+            .iter()
+            .position(|o| o.name.as_deref() == Some(name) && o.overload.as_deref() == Some(overload));
+        let i = known.unwrap_or_else(|| {
+            self.operators.push(Operator { name: Some(name.into()), overload: Some(overload.into()) });
+            self.operators.len() - 1
+        });
+        i as i32
     }
 
     fn kernel(&mut self, name: &str, overload: &str, args: Vec<usize>) {
@@ -753,7 +763,6 @@ pub(crate) fn emit_typed(
     opts: &EmitOptions,
 ) -> Result<Emitted, EmitError> {
     let mut prog = ProgramState::default();
-    prog.constants.push(Vec::new());
     let mut order: Vec<usize> = (0..p.methods.len()).collect();
     order.sort_by(|a, b| p.methods[*a].name.cmp(&p.methods[*b].name));
     let mut plans = Vec::with_capacity(order.len());
@@ -764,7 +773,6 @@ pub(crate) fn emit_typed(
             opts: *opts,
             values: Vec::new(),
             operators: Vec::new(),
-            operator_cache: HashMap::new(),
             delegates: Vec::new(),
             shared_delegate: HashMap::new(),
             instructions: Vec::new(),
@@ -820,10 +828,11 @@ fn serialize(
     // S1: constants -> segment 0, each but the last padded to 16.
     let mut constant_bytes = Vec::new();
     let mut offsets = vec![0u64];
-    for (k, c) in prog.constants.iter().enumerate().skip(1) {
+    let constants = &prog.constants.items;
+    for (k, c) in constants.iter().enumerate() {
         offsets.push(constant_bytes.len() as u64);
         constant_bytes.extend_from_slice(c);
-        if k + 1 < prog.constants.len() {
+        if k + 1 < constants.len() {
             constant_bytes.resize(constant_bytes.len().div_ceil(CONSTANT_ALIGN) * CONSTANT_ALIGN, 0);
         }
     }
@@ -836,7 +845,7 @@ fn serialize(
         for plan in plans.iter_mut() {
             for d in plan.delegates.iter_mut().flatten() {
                 let Some(r) = d.processed.as_mut() else { continue };
-                let blob = &prog.blobs[r.index as usize];
+                let blob = &prog.blobs.items[r.index as usize];
                 if blob.is_empty() {
                     inline.push(BackendDelegateInlineData { data: Some(Bytes(Vec::new())) });
                     *r = BackendDelegateDataReference {
@@ -853,19 +862,18 @@ fn serialize(
             }
         }
     } else {
-        inline = prog.blobs.iter().map(|b| BackendDelegateInlineData { data: Some(Bytes(b.clone())) }).collect();
+        inline = prog.blobs.items.iter().map(|b| BackendDelegateInlineData { data: Some(Bytes(b.clone())) }).collect();
     }
     // S4: named data after the delegate segments, one segment per distinct buffer (content
     // dedup) in key insertion order; many keys may share a segment.
     let mut named_data = Vec::with_capacity(named.len());
-    let mut segment_of_blob: HashMap<[u8; 32], u32> = HashMap::new();
+    let mut buffers = Distinct::default();
+    let first = segment_data.len() as u32;
     for n in named {
-        let seg = *segment_of_blob.entry(sha(&n.data)).or_insert_with(|| {
-            segment_data.push(n.data.clone());
-            (segment_data.len() - 1) as u32
-        });
+        let seg = first + buffers.number(n.data.as_slice());
         named_data.push(NamedData { key: Some(n.key.clone()), segment_index: seg });
     }
+    segment_data.extend(buffers.items);
     let sizes: Vec<(u64, u64)> = segment_data.iter().map(|d| (d.len() as u64, 1)).collect();
     let program = Program {
         version: 0,

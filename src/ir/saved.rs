@@ -5,6 +5,7 @@
 //! path.
 
 use super::IrProgram;
+use super::infer::IrError;
 use super::infer::typecheck_program;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -195,6 +196,14 @@ fn at(path: &str, detail: impl Into<String>) -> SavedError {
 
 /// Loads and type-checks a saved program.
 pub fn load(text: &str) -> Result<IrProgram, SavedError> {
+    let program = read(text)?;
+    typecheck_program(&program).map_err(|e| untyped(&e))?;
+    Ok(program)
+}
+
+/// [`load`] without its type check: what the document holds (a caller that has typed an equal
+/// program knows the rest of `load`'s answer: [`untyped`] of that check's error, if any).
+pub fn read(text: &str) -> Result<IrProgram, SavedError> {
     // A document of the current version that deserialises as it stands needs none of the
     // version rules (every member it may hold is current): read it straight from the text.
     // Anything else takes the careful path, which names what is wrong and where.
@@ -202,8 +211,12 @@ pub fn load(text: &str) -> Result<IrProgram, SavedError> {
         Ok(doc) if doc.schema_version == SCHEMA_VERSION => doc,
         _ => read_carefully(text)?,
     };
-    typecheck_program(&doc.program).map_err(|e| at(&format!("$.program.{}", e.path), e.detail))?;
     Ok(doc.program)
+}
+
+/// [`load`]'s rejection of a program that does not type.
+pub fn untyped(e: &IrError) -> SavedError {
+    at(&format!("$.program.{}", e.path), e.detail.clone())
 }
 
 /// Reads a document of any version this reader knows, naming the JSON path of what is wrong.
