@@ -57,8 +57,8 @@ pub const MAX_SEGMENT_GAP: u64 = 1 << 16;
 
 /// A FlatBuffers builder that lays tables out like one of ExecuTorch's serializers (shared
 /// with the XNNPACK blob writer).
-pub(crate) struct TableWriter<'b> {
-    pub(crate) b: FlatBufferBuilder<'b>,
+pub(crate) struct TableWriter {
+    pub(crate) b: FlatBufferBuilder<'static>,
     /// Largest `force_align` actually applied (the C++ builder's minalign).
     pub(crate) max_forced: usize,
     pub(crate) opts: WriteOptions,
@@ -90,10 +90,30 @@ impl Field {
     }
 }
 
-impl<'b> TableWriter<'b> {
+/// Largest buffer a thread keeps for its next writer: one grown for a larger program is let go.
+const KEPT_BUILDER_BYTES: usize = 1 << 20;
+
+thread_local! {
+    /// The builder the thread's next writer starts from: reset, with the buffer it grew before,
+    /// so that writing a program does not grow and zero a fresh buffer again.
+    static SPARE_BUILDER: std::cell::RefCell<Option<FlatBufferBuilder<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Drop for TableWriter {
+    fn drop(&mut self) {
+        let mut b = std::mem::take(&mut self.b);
+        if b.unfinished_data().len() <= KEPT_BUILDER_BYTES / 2 {
+            b.reset();
+            SPARE_BUILDER.with_borrow_mut(|spare| *spare = Some(b));
+        }
+    }
+}
+
+impl TableWriter {
     /// A writer with `opts`'s layout.
     pub(crate) fn new(opts: WriteOptions) -> Self {
-        TableWriter { b: FlatBufferBuilder::with_capacity(4096), max_forced: 1, opts }
+        let b = SPARE_BUILDER.with_borrow_mut(Option::take).unwrap_or_else(|| FlatBufferBuilder::with_capacity(4096));
+        TableWriter { b, max_forced: 1, opts }
     }
 
     /// Builds a table from its fields in schema slot order (`None` = absent).
@@ -148,7 +168,7 @@ impl<'b> TableWriter<'b> {
 
     pub(crate) fn scalars<T: Push + Copy>(&mut self, v: &[T]) -> Off
     where
-        T::Output: 'b,
+        T::Output: 'static,
     {
         // An empty vector of 8-byte elements keeps its element alignment even in the flatc
         // layout: the Rust verifier checks it (the C++ one does not).
@@ -160,7 +180,7 @@ impl<'b> TableWriter<'b> {
 
     pub(crate) fn opt_scalars<T: Push + Copy>(&mut self, v: &Option<Vec<T>>) -> Option<Off>
     where
-        T::Output: 'b,
+        T::Output: 'static,
     {
         v.as_ref().map(|v| self.scalars(v))
     }
@@ -448,27 +468,37 @@ impl<'b> TableWriter<'b> {
 
 /// Serialises only the FlatBuffers part (no extended header, no segments).
 pub fn write_flatbuffer(program: &Program, opts: &WriteOptions) -> Vec<u8> {
+    let (w, pad) = build(program, opts);
+    with_inserted(w.b.finished_data(), &[], pad, 0)
+}
+
+/// The finished flatbuffer of `program`, and the zeros that go after its 8-byte preamble: the
+/// Rust builder aligns the whole buffer to its own minimum alignment only; the C++ builder also
+/// counts forced vector alignments, and its extra padding sits right after the preamble (where
+/// `Finish` pre-aligns).
+fn build(program: &Program, opts: &WriteOptions) -> (TableWriter, usize) {
     let mut w = TableWriter::new(*opts);
     let root = w.program(program);
     w.b.finish(root, Some(std::str::from_utf8(PTE_IDENTIFIER).unwrap_or("ET12")));
-    let mut out = w.b.finished_data().to_vec();
-    // The Rust builder aligns the whole buffer to its own minimum alignment only; the C++
-    // builder also counts forced vector alignments. Its extra padding sits right after the
-    // 8-byte preamble (where `Finish` pre-aligns), so splice zeros there and bump the root.
-    let misalign = out.len() % w.max_forced;
-    if misalign != 0 {
-        let pad = w.max_forced - misalign;
-        splice_after_preamble(&mut out, &vec![0u8; pad]);
-    }
-    out
+    let misalign = w.b.finished_data().len() % w.max_forced;
+    let pad = if misalign == 0 { 0 } else { w.max_forced - misalign };
+    (w, pad)
 }
 
-/// Inserts `bytes` after the 8-byte preamble and adds their length to the root offset.
-fn splice_after_preamble(buf: &mut Vec<u8>, bytes: &[u8]) {
-    let root = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
-    let bumped = root.wrapping_add(bytes.len() as u32);
-    buf[..4].copy_from_slice(&bumped.to_le_bytes());
-    buf.splice(8..8, bytes.iter().copied());
+/// `fb` with `header` and then `zeros` zero bytes inserted after its 8-byte preamble (the root
+/// offset bumped by their length), in one buffer of at least `capacity` bytes.
+fn with_inserted(fb: &[u8], header: &[u8], zeros: usize, capacity: usize) -> Vec<u8> {
+    let n = header.len() + zeros;
+    let mut out = Vec::with_capacity(capacity.max(fb.len() + n));
+    // A finished buffer holds at least its root offset and identifier.
+    let (preamble, rest) = fb.split_at(8.min(fb.len()));
+    let root = preamble.get(..4).map_or(0, |r| u32::from_le_bytes([r[0], r[1], r[2], r[3]]));
+    out.extend_from_slice(&root.wrapping_add(n as u32).to_le_bytes());
+    out.extend_from_slice(preamble.get(4..).unwrap_or(&[]));
+    out.extend_from_slice(header);
+    out.resize(out.len() + zeros, 0);
+    out.extend_from_slice(rest);
+    out
 }
 
 /// Writes a complete `.pte`: `segment_data[i]` holds the bytes of `program.segments[i]`, placed
@@ -509,13 +539,14 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
             ),
         });
     }
-    let mut fbuf = write_flatbuffer(program, opts);
+    let (w, pad) = build(program, opts);
+    let fb = w.b.finished_data();
     if region_len == 0 {
-        return Ok(fbuf);
+        return Ok(with_inserted(fb, &[], pad, 0));
     }
     let max_align = opts.constant_alignment.max(opts.delegate_alignment).max(16) as u64;
     let header_len = align_up(u64::from(HEADER_LENGTH), max_align);
-    let program_size = header_len + fbuf.len() as u64;
+    let program_size = header_len + (fb.len() + pad) as u64;
     let base = align_up(program_size, opts.segment_alignment.max(1));
     let total = base
         .checked_add(region_len)
@@ -527,8 +558,7 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
         segment_base_offset: base,
         segment_data_size: region_len,
     };
-    splice_after_preamble(&mut fbuf, &header.encode(header_len as usize));
-    let mut out = fbuf;
+    let mut out = with_inserted(fb, &header.encode(header_len as usize), pad, total as usize);
     out.resize(total as usize, 0);
     let base = base as usize;
     for (s, d) in table.iter().zip(segment_data) {

@@ -61,7 +61,7 @@ pub fn write_blob(blob: &XnnBlob) -> Vec<u8> {
     }
 }
 
-fn graph_table(w: &mut TableWriter<'_>, g: &XnnGraph) -> Off {
+fn graph_table(w: &mut TableWriter, g: &XnnGraph) -> Off {
     let version = w.string(&g.version);
     let nodes: Vec<Off> = g.nodes.iter().map(|n| node(w, n)).collect();
     let nodes = w.offsets(&nodes);
@@ -95,7 +95,7 @@ fn graph_table(w: &mut TableWriter<'_>, g: &XnnGraph) -> Off {
     ])
 }
 
-fn tensor(w: &mut TableWriter<'_>, t: &TensorValue) -> Off {
+fn tensor(w: &mut TableWriter, t: &TensorValue) -> Off {
     let dims = w.opt_scalars(&t.dims);
     w.table(&[
         Some(Field::I16(vt(0), t.datatype)),
@@ -109,7 +109,7 @@ fn tensor(w: &mut TableWriter<'_>, t: &TensorValue) -> Off {
     ])
 }
 
-fn value(w: &mut TableWriter<'_>, v: &XValue) -> Off {
+fn value(w: &mut TableWriter, v: &XValue) -> Off {
     let (tag, payload) = match v {
         XValue::Tensor(t) => (1u8, tensor(w, t)),
         XValue::Quantized { tensor: t, params } => {
@@ -121,7 +121,7 @@ fn value(w: &mut TableWriter<'_>, v: &XValue) -> Off {
     w.table(&[Some(Field::U8(vt(0), tag)), Some(Field::Off(vt(1), payload))])
 }
 
-fn quant(w: &mut TableWriter<'_>, p: &QuantParams) -> (u8, Off) {
+fn quant(w: &mut TableWriter, p: &QuantParams) -> (u8, Off) {
     match p {
         QuantParams::PerChannel { scale, channel_dim, scale_buffer_idx, num_scales } => {
             let s = w.opt_scalars(scale);
@@ -155,13 +155,13 @@ fn quant(w: &mut TableWriter<'_>, p: &QuantParams) -> (u8, Off) {
 }
 
 /// Fields of a table made of u32 slots `0..` in order.
-fn u32_table(w: &mut TableWriter<'_>, first_slot: u16, values: &[u32], mut extra: Vec<Option<Field>>) -> Off {
+fn u32_table(w: &mut TableWriter, first_slot: u16, values: &[u32], mut extra: Vec<Option<Field>>) -> Off {
     let mut fields: Vec<Option<Field>> = std::mem::take(&mut extra);
     fields.extend(values.iter().enumerate().map(|(i, v)| Some(Field::U32(vt(first_slot + i as u16), *v))));
     w.table(&fields)
 }
 
-fn payload(w: &mut TableWriter<'_>, p: &Payload) -> Off {
+fn payload(w: &mut TableWriter, p: &Payload) -> Off {
     match p {
         Payload::Node1x1 { input_id, output_id, flags } => u32_table(w, 0, &[*input_id, *output_id, *flags], vec![]),
         Payload::Node2x1 { input1_id, input2_id, output_id, flags } => {
@@ -228,7 +228,7 @@ fn payload(w: &mut TableWriter<'_>, p: &Payload) -> Off {
     }
 }
 
-fn node(w: &mut TableWriter<'_>, n: &XNode) -> Off {
+fn node(w: &mut TableWriter, n: &XNode) -> Off {
     let p = payload(w, &n.payload);
     let mm = n
         .output_min_max
