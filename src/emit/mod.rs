@@ -2,11 +2,11 @@
 //! rule of semantics.md A, C.1, C.2 and our choices P1, P4-P7, P12.
 //!
 //! Program-wide: constants deduplicated by content (E7, index 0 reserved), delegate blobs
-//! deduplicated by their bytes only (E17/BD1); E7/E17 key by SHA-256, and we compare the bytes
-//! themselves, which gives the same answer without hashing every buffer with SHA-256. Per method: values appended in graph
-//! order (E5), operators deduplicated by (name, overload) (E12), one BackendDelegate per call
-//! site (E18) unless the module's backend opted in and it declares no scratch, in which case one
-//! per lowered module per method, wherever the calls are (SH3-SH5, P4, P6). Control flow is
+//! deduplicated by their bytes only (E17/BD1); E7/E17 key by SHA-256, and comparing the bytes
+//! themselves gives the same answer without hashing every buffer. Per method: values appended
+//! in graph order (E5), operators deduplicated by (name, overload) (E12), one BackendDelegate
+//! per call site (E18) unless the module's backend opted in and it declares no scratch, in which
+//! case one per lowered module per method, wherever the calls are (SH3-SH5, P4, P6). Control flow is
 //! inlined into the single chain with absolute jump targets (E23-E26, P12). Memory planning is a
 //! bump allocator (16-byte aligned, no reuse) in arena 1.
 //! May not touch: bytes (that is `format::write`), the runtime.

@@ -208,14 +208,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Variant<A> {
             Some((k, v)) => {
                 let mut track = serde_path_to_error::Track::new();
                 seed.deserialize(serde_path_to_error::Deserializer::new(v, &mut track)).map_err(|e| {
-                    let (inner, e) = (track.path().to_string(), e.to_string());
-                    // An object held inside a held value names its own member: one path.
-                    let (inner, e) = match (inner.as_str(), e.strip_prefix("in `")) {
-                        (".", Some(rest)) => rest
-                            .split_once("`: ")
-                            .map_or((inner.clone(), e.clone()), |(p, m)| (p.to_string(), m.to_string())),
-                        _ => (inner, e),
-                    };
+                    let inner = track.path().to_string();
                     let at = match inner.as_str() {
                         "." => k,
                         i if i.starts_with('[') => format!("{k}{i}"),
@@ -394,7 +387,8 @@ mod tests {
         let e = crate::ir::saved::load(&doc(r#"{"args": [0], "op": {"dim": "x", "op": "cumsum"}, "node": "op"}"#));
         let e = e.unwrap_err();
         assert_eq!(e.path, "$.program.methods[0].graph.nodes[0]", "{e}");
-        assert!(e.detail.starts_with("in `op.dim`: invalid type: string \"x\""), "{e}");
+        // (`op` was held too, and names its own held member.)
+        assert!(e.detail.starts_with("in `op`: in `dim`: invalid type: string \"x\""), "{e}");
         let e = crate::ir::saved::load(&doc(r#"{"args": [0, "y"], "op": {"op": "cumsum", "dim": 1}, "node": "op"}"#));
         let e = e.unwrap_err();
         assert!(e.detail.starts_with("in `args[1]`: invalid type: string \"y\""), "{e}");

@@ -31,7 +31,8 @@ use crate::format::{self, LoadedProgram, WriteOptions};
 use crate::generator::{Generated, RunChoices};
 use crate::ir::bound::Bound;
 use crate::ir::eval::{CallRecord, run_method, sample_inputs};
-use crate::ir::{Graph, IrProgram, saved};
+use crate::ir::infer::IrError;
+use crate::ir::{Graph, IrProgram, ValueType, saved};
 use crate::runtime::HostValue;
 use lifecycle::{Expect, Rig};
 use serde::{Deserialize, Serialize};
@@ -202,6 +203,28 @@ struct Eager {
     calls: Vec<CallRecord>,
 }
 
+/// I7's saved-JSON round trip of `ir`, whose type check gave `types`. `load` is `read` and then
+/// the type check: when what is read back equals `ir`, that check is the one already made.
+fn check_saved(ir: &IrProgram, types: &Result<Vec<Vec<ValueType>>, IrError>, r: &mut Report) {
+    let text = saved::save(ir);
+    let back = match saved::read(&text) {
+        Ok(back) => back,
+        Err(e) => return r.fail(Invariant::I7, format!("saved JSON does not load back: {e}")),
+    };
+    let same = back == *ir;
+    let typed = if same {
+        types.as_ref().map(drop).map_err(saved::untyped)
+    } else {
+        crate::ir::infer::typecheck_program(&back).map(drop).map_err(|e| saved::untyped(&e))
+    };
+    if let Err(e) = typed {
+        return r.fail(Invariant::I7, format!("saved JSON does not load back: {e}"));
+    }
+    r.check(Invariant::I7, same, || "saved JSON load(save(p)) != p".into());
+    // `save` is a function of the program: when `back == p`, `save(back)` is `text`.
+    r.check(Invariant::I7, same || saved::save(&back) == text, || "saved JSON save∘load∘save != save".into());
+}
+
 /// Checks every invariant on one case.
 pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
     let mut r = Report::default();
@@ -211,31 +234,9 @@ pub fn check_case(case: &Generated, opts: &CheckOptions) -> Report {
     let start = Instant::now();
     let types = crate::ir::infer::typecheck_program(ir);
     r.timings.emit += start.elapsed();
-    // I7: saved-JSON round trip. `load` is `read` and then the type check; when what is read
-    // equals `ir`, that check is the one just made.
+    // I7: saved-JSON round trip.
     let start = Instant::now();
-    let text = saved::save(ir);
-    match saved::read(&text) {
-        Ok(back) => {
-            let same = back == *ir;
-            let typed = match &types {
-                Err(e) if same => Err(saved::untyped(e)),
-                _ if same => Ok(()),
-                _ => crate::ir::infer::typecheck_program(&back).map(drop).map_err(|e| saved::untyped(&e)),
-            };
-            match typed {
-                Err(e) => r.fail(Invariant::I7, format!("saved JSON does not load back: {e}")),
-                Ok(()) => {
-                    r.check(Invariant::I7, same, || "saved JSON load(save(p)) != p".into());
-                    // `save` is a function of the program: when `back == p`, `save(back)` is `text`.
-                    r.check(Invariant::I7, same || saved::save(&back) == text, || {
-                        "saved JSON save∘load∘save != save".into()
-                    });
-                }
-            }
-        }
-        Err(e) => r.fail(Invariant::I7, format!("saved JSON does not load back: {e}")),
-    }
+    check_saved(ir, &types, &mut r);
     r.timings.compare += start.elapsed();
 
     let start = Instant::now();

@@ -90,8 +90,10 @@ impl Field {
     }
 }
 
-/// Largest buffer a thread keeps for its next writer: one grown for a larger program is let go.
-const KEPT_BUILDER_BYTES: usize = 1 << 20;
+/// A thread keeps its builder for the next writer only when the buffer last written held at
+/// most this many bytes (the builder's own buffer is at most twice as large); a builder grown
+/// for a larger program is let go, so what a thread holds stays bounded.
+const KEPT_BUILDER_DATA: usize = 512 << 10;
 
 thread_local! {
     /// The builder the thread's next writer starts from: reset, with the buffer it grew before,
@@ -102,7 +104,7 @@ thread_local! {
 impl Drop for TableWriter {
     fn drop(&mut self) {
         let mut b = std::mem::take(&mut self.b);
-        if b.unfinished_data().len() <= KEPT_BUILDER_BYTES / 2 {
+        if b.unfinished_data().len() <= KEPT_BUILDER_DATA {
             b.reset();
             SPARE_BUILDER.with_borrow_mut(|spare| *spare = Some(b));
         }
