@@ -226,7 +226,7 @@ fn resolve_segments<'a>(
             continue;
         }
         let overflow = FormatError::SegmentOverflow { index, offset: s.offset, size: s.size };
-        let start = base.checked_add(s.offset).ok_or(overflow.clone())?;
+        let start = base.checked_add(s.offset).ok_or_else(|| overflow.clone())?;
         let end = start.checked_add(s.size).ok_or(overflow)?;
         if end > limit {
             return Err(FormatError::SegmentPastEnd { index, start, end, limit });
@@ -236,12 +236,12 @@ fn resolve_segments<'a>(
     Ok(out)
 }
 
-fn segment<'a>(segments: &[&'a [u8]], field: String, index: u64) -> Result<&'a [u8], FormatError> {
-    usize::try_from(index).ok().and_then(|i| segments.get(i).copied()).ok_or(FormatError::SegmentIndexOutOfRange {
-        field,
-        index,
-        count: segments.len(),
-    })
+/// Segment `index`; `field` names the referring field (made only for the error).
+fn segment<'a>(segments: &[&'a [u8]], field: impl FnOnce() -> String, index: u64) -> Result<&'a [u8], FormatError> {
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| segments.get(i).copied())
+        .ok_or_else(|| FormatError::SegmentIndexOutOfRange { field: field(), index, count: segments.len() })
 }
 
 fn resolve_named_data<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Vec<&'a [u8]>, FormatError> {
@@ -254,7 +254,7 @@ fn resolve_named_data<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Ve
         if e.key.is_none() {
             return Err(FormatError::MissingField { field: format!("named_data[{i}].key") });
         }
-        out.push(segment(segments, format!("named_data[{i}].segment_index"), e.segment_index.into())?);
+        out.push(segment(segments, || format!("named_data[{i}].segment_index"), e.segment_index.into())?);
     }
     Ok(out)
 }
@@ -295,7 +295,7 @@ fn resolve_constants<'a>(
             if program.segments.is_none() {
                 return Err(FormatError::MissingField { field: "segments (required by constant_segment)".into() });
             }
-            let seg = segment(segments, "constant_segment.segment_index".into(), cs.segment_index.into())?;
+            let seg = segment(segments, || "constant_segment.segment_index".into(), cs.segment_index.into())?;
             let subs = subsegments(seg, offsets, "constant_segment.offsets", cs.segment_index)?;
             return Ok((ConstantSource::Segment(cs.segment_index), subs));
         }
@@ -322,7 +322,7 @@ fn resolve_mutable<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Vec<V
     let Some(entries) = program.mutable_data_segments.as_deref() else { return Ok(Vec::new()) };
     let mut out = Vec::with_capacity(entries.len());
     for (m, e) in entries.iter().enumerate() {
-        let seg = segment(segments, format!("mutable_data_segments[{m}].segment_index"), e.segment_index.into())?;
+        let seg = segment(segments, || format!("mutable_data_segments[{m}].segment_index"), e.segment_index.into())?;
         let offsets = e.offsets.as_deref().unwrap_or(&[]);
         out.push(subsegments(seg, offsets, &format!("mutable_data_segments[{m}].offsets"), e.segment_index)?);
     }
@@ -348,13 +348,13 @@ fn resolve_delegates<'a>(
                     if program.backend_delegate_data.is_none() {
                         return Err(FormatError::InlineDataAbsent { field: field() });
                     }
-                    *inline.get(r.index as usize).ok_or(FormatError::InlineIndexOutOfRange {
+                    *inline.get(r.index as usize).ok_or_else(|| FormatError::InlineIndexOutOfRange {
                         field: field(),
                         index: r.index,
                         count: inline.len(),
                     })?
                 }
-                DataLocation::SEGMENT => segment(segments, format!("{}.index", field()), r.index.into())?,
+                DataLocation::SEGMENT => segment(segments, || format!("{}.index", field()), r.index.into())?,
                 other => return Err(FormatError::UnknownDataLocation { field: field(), location: other.0 }),
             };
             blobs.push(Some(blob));
