@@ -549,14 +549,14 @@ fn s4_no_named_data_without_a_named_data_store() {
 }
 
 #[test]
-fn s4_named_data_is_one_segment_per_distinct_buffer_in_key_order() {
+fn s4_named_data_is_one_segment_per_distinct_buffer_in_insertion_order() {
     let mut ir = example("multi-method").expect("ex");
     let blob = |key: &str, data: &[u8]| ptecheck::ir::NamedBlob { key: key.into(), data: data.to_vec() };
-    ir.named_data = vec![blob("a", &[1, 2, 3]), blob("b", &[4]), blob("c", &[1, 2, 3]), blob("d", &[1, 2])];
+    ir.named_data = vec![blob("z", &[1, 2, 3]), blob("b", &[4]), blob("y", &[1, 2, 3]), blob("a", &[1, 2])];
     let e = emit(&ir, &opts(true)).expect("emits");
     let named = e.program.named_data.clone().expect("named data");
     let keys: Vec<&str> = named.iter().map(|n| n.key.as_deref().unwrap_or("")).collect();
-    assert_eq!(keys, ["a", "b", "c", "d"]);
+    assert_eq!(keys, ["z", "b", "y", "a"]);
     let seg: Vec<u32> = named.iter().map(|n| n.segment_index).collect();
     // Equal bytes share a segment; distinct ones follow in order of first use, last of all.
     let first = seg[0];

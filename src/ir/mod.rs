@@ -75,8 +75,9 @@ pub struct ConstTensor {
     pub values: Vec<f64>,
 }
 
-/// A CPU operator with its literal parameters (read back by `tagged`). Its fieldless twin [`OpKind`] names every op once
-/// (the `op:NAME` generator feature) and gives the kernel the emitter calls.
+/// A CPU operator with its literal parameters (read back by `tagged`). Its fieldless twin
+/// [`OpKind`] names every op once (the `op:NAME` generator feature) and gives the kernel the
+/// emitter calls.
 #[derive(Clone, Debug, PartialEq, Serialize, strum::EnumDiscriminants)]
 #[serde(rename_all = "snake_case", tag = "op")]
 #[strum_discriminants(

@@ -201,9 +201,8 @@ pub fn load(text: &str) -> Result<IrProgram, SavedError> {
     Ok(program)
 }
 
-/// [`load`] without its type check: what the document holds (a caller that has typed an equal
-/// program knows the rest of `load`'s answer: [`untyped`] of that check's error, if any).
-pub fn read(text: &str) -> Result<IrProgram, SavedError> {
+/// [`load`] without its type check (for a caller that has typed an equal program).
+pub(crate) fn read(text: &str) -> Result<IrProgram, SavedError> {
     // A document of the current version that deserialises as it stands needs none of the
     // version rules (every member it may hold is current): read it straight from the text.
     // Anything else takes the careful path, which names what is wrong and where.
@@ -215,7 +214,7 @@ pub fn read(text: &str) -> Result<IrProgram, SavedError> {
 }
 
 /// [`load`]'s rejection of a program that does not type.
-pub fn untyped(e: &IrError) -> SavedError {
+pub(crate) fn untyped(e: &IrError) -> SavedError {
     at(&format!("$.program.{}", e.path), e.detail.clone())
 }
 
@@ -246,9 +245,12 @@ fn read_carefully(text: &str) -> Result<Document, SavedError> {
             }
         }
     }
-    let doc: Document = serde_path_to_error::deserialize(raw).map_err(|e| {
-        let path = e.path().to_string();
-        at(&format!("$.{path}"), e.into_inner().to_string())
-    })?;
+    // Read from the text, not from `raw`: a JSON value keeps one of two equal member names,
+    // and a member given twice must be named, not dropped.
+    let doc: Document =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)).map_err(|e| {
+            let path = e.path().to_string();
+            at(&format!("$.{path}"), e.into_inner().to_string())
+        })?;
     Ok(doc)
 }

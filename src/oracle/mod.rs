@@ -212,11 +212,7 @@ fn check_saved(ir: &IrProgram, types: &Result<Vec<Vec<ValueType>>, IrError>, r: 
         Err(e) => return r.fail(Invariant::I7, format!("saved JSON does not load back: {e}")),
     };
     let same = back == *ir;
-    let typed = if same {
-        types.as_ref().map(drop).map_err(saved::untyped)
-    } else {
-        crate::ir::infer::typecheck_program(&back).map(drop).map_err(|e| saved::untyped(&e))
-    };
+    let typed = if same { types.as_ref().map(drop).map_err(saved::untyped) } else { saved::load(&text).map(drop) };
     if let Err(e) = typed {
         return r.fail(Invariant::I7, format!("saved JSON does not load back: {e}"));
     }

@@ -262,14 +262,14 @@ fn resolve_named_data<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Ve
 fn subsegments<'a>(
     seg: &'a [u8],
     offsets: &[u64],
-    field: &str,
+    field: &dyn Fn() -> String,
     segment_index: u32,
 ) -> Result<Vec<&'a [u8]>, FormatError> {
     let mut out = Vec::with_capacity(offsets.len());
     for (k, &off) in offsets.iter().enumerate() {
         let rest = usize::try_from(off).ok().and_then(|o| seg.get(o..)).ok_or_else(|| {
             FormatError::SubsegmentOffsetPastEnd {
-                field: format!("{field}[{k}]"),
+                field: format!("{}[{k}]", field()),
                 offset: off,
                 segment: segment_index,
                 size: seg.len() as u64,
@@ -296,7 +296,7 @@ fn resolve_constants<'a>(
                 return Err(FormatError::MissingField { field: "segments (required by constant_segment)".into() });
             }
             let seg = segment(segments, || "constant_segment.segment_index".into(), cs.segment_index.into())?;
-            let subs = subsegments(seg, offsets, "constant_segment.offsets", cs.segment_index)?;
+            let subs = subsegments(seg, offsets, &|| "constant_segment.offsets".into(), cs.segment_index)?;
             return Ok((ConstantSource::Segment(cs.segment_index), subs));
         }
         if !offsets.is_empty() {
@@ -324,7 +324,7 @@ fn resolve_mutable<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Vec<V
     for (m, e) in entries.iter().enumerate() {
         let seg = segment(segments, || format!("mutable_data_segments[{m}].segment_index"), e.segment_index.into())?;
         let offsets = e.offsets.as_deref().unwrap_or(&[]);
-        out.push(subsegments(seg, offsets, &format!("mutable_data_segments[{m}].offsets"), e.segment_index)?);
+        out.push(subsegments(seg, offsets, &|| format!("mutable_data_segments[{m}].offsets"), e.segment_index)?);
     }
     Ok(out)
 }

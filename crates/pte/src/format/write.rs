@@ -8,6 +8,8 @@
 //! default scalars and absent fields are omitted and `[ubyte]` vectors marked `force_align`
 //! start on that alignment. The `eh00` header is spliced after the preamble (root offset bumped) only
 //! when there is segment data, and segments follow at `segment_base_offset`, each aligned.
+//! Owns: one spare builder per thread, reset and reused by the next write (let go after a
+//! program above 512 KiB or a panic), so that writes do not grow a fresh buffer each time.
 
 use super::FormatError;
 use super::generated::executorch_flatbuffer as fb;
@@ -95,18 +97,26 @@ impl Field {
 /// for a larger program is let go, so what a thread holds stays bounded.
 const KEPT_BUILDER_DATA: usize = 512 << 10;
 
+/// A builder kept for the thread's next writer.
+type Spare = std::cell::RefCell<Option<FlatBufferBuilder<'static>>>;
+
 thread_local! {
     /// The builder the thread's next writer starts from: reset, with the buffer it grew before,
     /// so that writing a program does not grow and zero a fresh buffer again.
-    static SPARE_BUILDER: std::cell::RefCell<Option<FlatBufferBuilder<'static>>> = const { std::cell::RefCell::new(None) };
+    static SPARE_BUILDER: Spare = const { std::cell::RefCell::new(None) };
 }
 
 impl Drop for TableWriter {
     fn drop(&mut self) {
+        // A write cut short by a panic may leave state `reset` does not clear: not kept.
+        if std::thread::panicking() {
+            return;
+        }
         let mut b = std::mem::take(&mut self.b);
         if b.unfinished_data().len() <= KEPT_BUILDER_DATA {
             b.reset();
-            SPARE_BUILDER.with_borrow_mut(|spare| *spare = Some(b));
+            // The thread may be tearing its locals down: then nothing is kept.
+            let _ = SPARE_BUILDER.try_with(|spare| *spare.borrow_mut() = Some(b));
         }
     }
 }
@@ -114,7 +124,8 @@ impl Drop for TableWriter {
 impl TableWriter {
     /// A writer with `opts`'s layout.
     pub(crate) fn new(opts: WriteOptions) -> Self {
-        let b = SPARE_BUILDER.with_borrow_mut(Option::take).unwrap_or_else(|| FlatBufferBuilder::with_capacity(4096));
+        let spare = SPARE_BUILDER.try_with(|spare| spare.borrow_mut().take()).ok().flatten();
+        let b = spare.unwrap_or_else(|| FlatBufferBuilder::with_capacity(4096));
         TableWriter { b, max_forced: 1, opts }
     }
 
