@@ -126,8 +126,9 @@ fn forgetting_empties_this_threads_caches_of_both_backends() {
     }
     get(&NUMBERS, b"own", 1).expect("compiles");
     assert!(cached(&multifn::FUNCTIONS) > 0 && cached(&graph::PLANS) > 0, "bundles and graphs were compiled");
+    assert!(cached(&multifn::MANIFESTS) > 0, "manifests were read");
     forget_compiled();
-    assert_eq!((cached(&graph::PLANS), cached(&multifn::FUNCTIONS)), (0, 0));
+    assert_eq!((cached(&graph::PLANS), cached(&multifn::FUNCTIONS), cached(&multifn::MANIFESTS)), (0, 0, 0));
     assert_eq!((cached_bytes(&graph::PLANS), cached_bytes(&multifn::FUNCTIONS)), (0, 0));
     assert_eq!(cached(&NUMBERS), 1, "other caches are left alone");
 }

@@ -294,3 +294,43 @@ fn prim_ops_on_doubles_compute_in_double() {
         assert_eq!(got, vec![want.clone()], "{op}({a:?}, {b:?})");
     }
 }
+
+/// An eager failure names where it happened, through sub-graphs: a floor division by zero
+/// inside a cond's taken branch, in a method's second node.
+#[test]
+fn an_eager_failure_names_the_node_and_the_sub_graph_it_is_in() {
+    use ptecheck::ir::build::GraphBuilder;
+    use ptecheck::ir::eval::run_method;
+    use ptecheck::ir::{IrMethod, IrProgram, Node, ValueType};
+    let branch = |divide: bool| {
+        let mut b = GraphBuilder::new(vec![], vec![ValueType::Int, ValueType::Int]);
+        let r = if divide { b.op(Op::ScalarFloordiv, &[b.input(0), b.input(1)]) } else { b.input(0) };
+        b.finish(&[r])
+    };
+    let mut g = GraphBuilder::new(vec![], vec![ValueType::Bool, ValueType::Int, ValueType::Int]);
+    let first = g.op(Op::ScalarFloordiv, &[g.input(1), g.input(1)]);
+    let out = g.node(
+        Node::Cond {
+            pred: g.input(0),
+            then_graph: branch(true),
+            else_graph: branch(false),
+            operands: vec![first, g.input(2)],
+        },
+        1,
+    )[0];
+    let graph = g.finish(&[out]);
+    let p = IrProgram {
+        methods: vec![
+            IrMethod { name: "other".into(), graph: graph.clone() },
+            IrMethod { name: "forward".into(), graph },
+        ],
+        modules: vec![],
+        named_data: vec![],
+    };
+    let e = run_method(&p, "forward", &[Val::Bool(true), Val::Int(7), Val::Int(0)]).expect_err("divides by zero");
+    assert_eq!(e.path, "methods[1].graph.nodes[1].then_graph.nodes[0]", "{e}");
+    let e = run_method(&p, "forward", &[Val::Bool(false), Val::Int(0), Val::Int(0)]).expect_err("divides by zero");
+    assert_eq!(e.path, "methods[1].graph.nodes[0]", "{e}");
+    let ok = run_method(&p, "forward", &[Val::Bool(false), Val::Int(7), Val::Int(0)]).expect("the else branch passes");
+    assert_eq!(ok.outputs, [Val::Int(1)]);
+}

@@ -132,3 +132,49 @@ fn a_shared_xnnpack_module_passes_every_invariant() {
     let r = check_ir(&p, &CheckOptions { negative: true, ..CheckOptions::default() });
     assert!(r.ok(), "{:#?}", r.failures);
 }
+
+/// The runtime keeps what an XNNPACK blob compiled to in a per-thread cache; the named data the
+/// blob reads is part of the key. The same blob bytes over other named data (the Add's `b`
+/// under the same key, plus one) compile again and compute with the new data; the first
+/// program, run again, still computes with its own.
+#[test]
+fn an_xnnpack_blob_over_other_named_data_is_compiled_again() {
+    use ptecheck::backends::blob_cache::cached;
+    use ptecheck::emit::{EmitOptions, emit};
+    use ptecheck::runtime::{HostTensor, HostValue, Session};
+    let p = program();
+    let mut q = program();
+    assert_eq!(q.named_data.len(), 1, "the Add's b is the only named constant");
+    for x in q.named_data[0].data.chunks_exact_mut(4) {
+        let v = f32::from_le_bytes([x[0], x[1], x[2], x[3]]) + 1.0;
+        x.copy_from_slice(&v.to_le_bytes());
+    }
+    let written: Vec<Vec<u8>> = [&p, &q]
+        .iter()
+        .map(|ir| emit(ir, &EmitOptions::default()).expect("emits").to_bytes().expect("writes"))
+        .collect();
+    let loaded: Vec<_> = written.iter().map(|b| ptecheck::format::load(b).expect("loads")).collect();
+    assert_eq!(loaded[0].delegate_blobs, loaded[1].delegate_blobs, "one blob, byte for byte");
+    let rt = ptecheck::backends::default_runtime();
+    let x = [HostValue::Tensor(HostTensor::f32(vec![2, 2], &[1.0, 2.0, -3.0, 0.5]))];
+    let run = |l: &ptecheck::format::LoadedProgram<'_>| Session::new(l, &rt).run("other", Some(&x)).expect("runs");
+    let before = cached(&xnnpack::COMPILED);
+    let (first, second, again) = (run(&loaded[0]), run(&loaded[1]), run(&loaded[0]));
+    assert_eq!(cached(&xnnpack::COMPILED), before + 2, "compiled once per named data");
+    assert_ne!(first, second, "the second program reads its own named data");
+    assert_eq!(first, again, "and the first still reads its own");
+    ptecheck::backends::forget_compiled();
+    assert_eq!(cached(&xnnpack::COMPILED), 0, "a campaign's forgetting empties it");
+    // relu(linear + b + 1) = relu(linear + b) + 1 wherever the first is positive.
+    let floats = |v: &[HostValue]| match &v[0] {
+        HostValue::Tensor(t) => t.to_f64(),
+        other => panic!("a tensor output, got {other:?}"),
+    };
+    let (a, b) = (floats(&first), floats(&second));
+    assert!(a.iter().any(|x| *x > 0.0), "some outputs pass the relu: {a:?}");
+    for (a, b) in a.iter().zip(&b) {
+        if *a > 0.0 {
+            assert_eq!(a + 1.0, *b);
+        }
+    }
+}

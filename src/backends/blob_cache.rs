@@ -1,8 +1,9 @@
-//! What a backend compiled from a delegate blob, by the blob's bytes: a bounded per-thread
+//! What a backend compiled from a delegate blob, by the blob's bytes (and whatever else the
+//! compilation reads, such as XNNPACK's named data, in the key): a bounded per-thread
 //! cache, so that one program initialised many times (each method run, injection, the model
 //! table's checks, the negative checks) compiles each distinct blob once per thread.
 //!
-//! Compilation is a pure function of the bytes, so a hit returns what a miss would compute;
+//! Compilation is a pure function of the key, so a hit returns what a miss would compute;
 //! only successes are kept (an invalid blob is rejected afresh at every `init`). The cache sits
 //! inside the backends' `init`, behind the ledger: every `init` is still seen and counted.
 //! A campaign empties it after each case (`backends::forget_compiled`), so a long campaign

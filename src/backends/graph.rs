@@ -15,7 +15,7 @@
 //!   apart.
 
 use super::blob_cache::{BlobCache, compiled};
-use crate::emit::{EmitOptions, emit};
+use crate::emit::{EmitOptions, emit_typed};
 use crate::fault::Fault;
 use crate::ir::infer::{IrError, err, graph_types};
 use crate::ir::{Dtype, Graph, IrMethod, IrProgram, LoweredModule, ScratchDecl, ValueType};
@@ -83,14 +83,16 @@ fn dtype_size(d: Dtype) -> usize {
 /// Name of the one method of a graph blob's program.
 pub const BLOB_METHOD: &str = "forward";
 
-/// Compiles `g` to the `.pte` bytes of a one-method program of CPU kernels.
-pub fn compile(g: &Graph) -> Result<Vec<u8>, IrError> {
+/// Compiles `g`, whose ref types `graph_types` gave as `types`, to the `.pte` bytes of a
+/// one-method program of CPU kernels.
+pub fn compile(g: &Graph, types: Vec<ValueType>) -> Result<Vec<u8>, IrError> {
     let program = IrProgram {
         methods: vec![IrMethod { name: BLOB_METHOD.into(), graph: g.clone() }],
         modules: vec![],
         named_data: vec![],
     };
-    let emitted = emit(&program, &EmitOptions::default()).map_err(|e| err("graph", e.to_string()))?;
+    // A program of one method and no modules types as its graph does.
+    let emitted = emit_typed(&program, &[types], &EmitOptions::default()).map_err(|e| err("graph", e.to_string()))?;
     emitted.to_bytes().map_err(|e| err("graph", e.to_string()))
 }
 
@@ -102,9 +104,9 @@ pub fn lower(
     compile_specs: Vec<(String, Vec<u8>)>,
     fault: Option<Fault>,
 ) -> Result<LoweredModule, IrError> {
-    graph_types(&g, &[], "graph")?;
+    let types = graph_types(&g, &[], "graph")?;
     let mut processed = MAGIC.to_vec();
-    processed.extend(compile(&g)?);
+    processed.extend(compile(&g, types)?);
     let scratch_specs = match flavor {
         Flavor::Scratch => vec![ScratchDecl { nbytes: scratch_bytes(&g), mem_id: None }],
         _ => vec![],

@@ -23,6 +23,8 @@ use std::sync::Arc;
 pub fn forget_compiled() {
     blob_cache::forget(&graph::PLANS);
     blob_cache::forget(&multifn::FUNCTIONS);
+    blob_cache::forget(&multifn::MANIFESTS);
+    blob_cache::forget(&xnnpack::COMPILED);
 }
 
 /// Every backend the reference runtime ships, for a default registry.

@@ -7,10 +7,12 @@
 use crate::ir::OpKind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
-use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
+use strum::{EnumCount, EnumIter, IntoEnumIterator, IntoStaticStr};
 
 /// A generator switch (`GenConfig.features.NAME`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, EnumIter, IntoStaticStr, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, EnumIter, EnumCount, IntoStaticStr, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum Switch {
@@ -63,42 +65,52 @@ impl Switch {
     }
 }
 
-/// Which switches are on. Serialised as `{"name": bool}`; names left out keep their default,
-/// unknown names are rejected.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Switches(BTreeMap<Switch, bool>);
+/// Which switches are on, one bit per switch in declaration order. Serialised as
+/// `{"name": bool}`; names left out keep their default, unknown names are rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Switches(u64);
+
+// One bit per switch.
+const _: () = assert!(Switch::COUNT <= 64);
 
 impl Default for Switches {
     fn default() -> Self {
-        Switches(Switch::iter().map(|s| (s, s.default_on())).collect())
+        Switch::iter().fold(Switches::none(), |mut w, s| {
+            w.set(s, s.default_on());
+            w
+        })
     }
 }
 
 impl Switches {
     /// Every switch off.
     pub fn none() -> Self {
-        Switches(Switch::iter().map(|s| (s, false)).collect())
+        Switches(0)
     }
 
     /// Whether `s` is on.
     pub fn on(&self, s: Switch) -> bool {
-        self.0.get(&s).copied().unwrap_or(false)
+        self.0 & (1 << s as u32) != 0
     }
 
     /// Turns `s` on or off.
     pub fn set(&mut self, s: Switch, on: bool) {
-        self.0.insert(s, on);
+        if on {
+            self.0 |= 1 << s as u32;
+        } else {
+            self.0 &= !(1 << s as u32);
+        }
     }
 
     /// The switches on in both.
     pub fn and(&self, other: &Switches) -> Switches {
-        Switches(Switch::iter().map(|s| (s, self.on(s) && other.on(s))).collect())
+        Switches(self.0 & other.0)
     }
 }
 
 impl Serialize for Switches {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        s.collect_map(Switch::iter().map(|w| (w, self.on(w))))
     }
 }
 
@@ -115,7 +127,11 @@ impl<'de> Deserialize<'de> for Switches {
 
 impl<'a> arbitrary::Arbitrary<'a> for Switches {
     fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
-        Switch::iter().map(|s| Ok((s, u.arbitrary::<bool>()?))).collect::<arbitrary::Result<_>>().map(Switches)
+        let mut w = Switches::none();
+        for s in Switch::iter() {
+            w.set(s, u.arbitrary::<bool>()?);
+        }
+        Ok(w)
     }
 }
 

@@ -507,6 +507,39 @@ fn val_len(v: &Val) -> usize {
     }
 }
 
+/// Where a graph or node sits (`methods[0].graph.nodes[3].body`), written out only when an
+/// error names it: evaluation passes it down without formatting anything.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    /// A path given as text.
+    Root(&'a str),
+    /// The graph of method `i`.
+    Method(usize),
+    /// The graph of module `i`.
+    Module(usize),
+    /// Node `i` of a graph.
+    Node(&'a At<'a>, usize),
+    /// A sub-graph member (`then_graph`, `body`, …) of a node.
+    Member(&'a At<'a>, &'static str),
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Root(p) => f.write_str(p),
+            At::Method(i) => write!(f, "methods[{i}].graph"),
+            At::Module(i) => write!(f, "modules[{i}].graph"),
+            At::Node(g, i) => write!(f, "{g}.nodes[{i}]"),
+            At::Member(n, m) => write!(f, "{n}.{m}"),
+        }
+    }
+}
+
+/// `e` (made with an empty path) placed at `at`.
+fn placed<'a>(at: &'a At<'a>) -> impl FnOnce(IrError) -> IrError + 'a {
+    move |e| IrError { path: at.to_string(), detail: e.detail }
+}
+
 impl Interp<'_> {
     /// Evaluates `g` on `inputs` (with their errors); the first Call node of `g` (pre-order) is
     /// call site `site`. Returns the outputs and their errors.
@@ -515,16 +548,19 @@ impl Interp<'_> {
         g: &Graph,
         inputs: &[Val],
         in_errs: &[Bound],
-        path: &str,
+        path: &At<'_>,
         site: usize,
     ) -> Result<(Vec<Val>, Vec<Bound>), IrError> {
         if inputs.len() != g.inputs.len() {
-            return Err(err(path, format!("{} inputs given, graph takes {}", inputs.len(), g.inputs.len())));
+            return Err(err(
+                &path.to_string(),
+                format!("{} inputs given, graph takes {}", inputs.len(), g.inputs.len()),
+            ));
         }
         // Values from outside (a caller's arguments) must have the declared types.
         for (i, (v, ty)) in inputs.iter().zip(&g.inputs).enumerate() {
             if !fits(v, ty) {
-                return Err(err(path, format!("input {i} does not have the declared type {ty:?}")));
+                return Err(err(&path.to_string(), format!("input {i} does not have the declared type {ty:?}")));
             }
         }
         let mut vals: Vec<Val> = g.constants.iter().map(constant).collect();
@@ -533,15 +569,15 @@ impl Interp<'_> {
         errs.extend((0..inputs.len()).map(|i| in_errs.get(i).cloned().unwrap_or_default()));
         let mut site = site;
         for (i, n) in g.nodes.iter().enumerate() {
-            let p = format!("{path}.nodes[{i}]");
-            let get = |r: Ref| vals.get(r).ok_or_else(|| err(&p, format!("ref {r} undefined")));
+            let p = At::Node(path, i);
+            let get = |r: Ref| vals.get(r).ok_or_else(|| err(&p.to_string(), format!("ref {r} undefined")));
             let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>();
             let errs_of =
                 |rs: &[Ref]| rs.iter().map(|r| errs.get(*r).cloned().unwrap_or(Bound::Any)).collect::<Vec<_>>();
             let (out, out_errs): (Vec<Val>, Vec<Bound>) = match n {
                 Node::Op { op, args } => {
                     let a = args.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>()?;
-                    let v = eval_op(op, &a, &p)?;
+                    let v = eval_op(op, &a, "").map_err(placed(&p))?;
                     let es = errs_of(args);
                     let es: Vec<&Bound> = es.iter().collect();
                     let e = super::bound::of_op(op, &a, &es, &v);
@@ -549,11 +585,11 @@ impl Interp<'_> {
                     (vec![v], vec![e])
                 }
                 Node::Call { module, args } => {
-                    let m = self.modules.get(*module).ok_or_else(|| err(&p, "module"))?;
+                    let m = self.modules.get(*module).ok_or_else(|| err(&p.to_string(), "module"))?;
                     let a = get_all(args)?;
                     let ae = errs_of(args);
                     let outer = std::mem::replace(&mut self.approximate, super::bound::approximates(&m.backend));
-                    let res = self.graph(&m.graph, &a, &ae, &format!("modules[{module}].graph"), 0);
+                    let res = self.graph(&m.graph, &a, &ae, &At::Module(*module), 0);
                     self.approximate = outer;
                     let (out, e) = res?;
                     self.calls.push(CallRecord {
@@ -571,14 +607,14 @@ impl Interp<'_> {
                         Val::Bool(b) => *b,
                         // A bool tensor is true iff every element is (ExecuTorch's JumpFalseCall).
                         Val::Tensor(Tensor { data: Data::Bool(v), .. }) => v.iter().all(|b| *b),
-                        other => return Err(err(&p, format!("pred {other:?}"))),
+                        other => return Err(err(&p.to_string(), format!("pred {other:?}"))),
                     };
                     let a = get_all(operands)?;
                     let ae = errs_of(operands);
                     let (out, e) = if truth {
-                        self.graph(then_graph, &a, &ae, &format!("{p}.then_graph"), site)?
+                        self.graph(then_graph, &a, &ae, &At::Member(&p, "then_graph"), site)?
                     } else {
-                        self.graph(else_graph, &a, &ae, &format!("{p}.else_graph"), site + calls_in(then_graph))?
+                        self.graph(else_graph, &a, &ae, &At::Member(&p, "else_graph"), site + calls_in(then_graph))?
                     };
                     // A decision that may go the other way: nothing is known of the result.
                     let undecided = errs.get(*pred).is_none_or(Bound::may_differ);
@@ -587,7 +623,7 @@ impl Interp<'_> {
                 }
                 Node::Map { body, xs, args } => {
                     let xv = get(*xs)?.clone();
-                    let x = t(&xv, &p)?.clone();
+                    let x = t(&xv, "").map_err(placed(&p))?.clone();
                     let xe = errs.get(*xs).cloned().unwrap_or(Bound::Any);
                     let extra = get_all(args)?;
                     let extra_e = errs_of(args);
@@ -599,20 +635,21 @@ impl Interp<'_> {
                         a.extend(extra.iter().cloned());
                         let mut ae = vec![row_err(&xe, total, row, k)];
                         ae.extend(extra_e.iter().cloned());
-                        let (o, e) = self.graph(body, &a, &ae, &format!("{p}.body"), site)?;
+                        let (o, e) = self.graph(body, &a, &ae, &At::Member(&p, "body"), site)?;
                         for (v, e) in o.iter().zip(e) {
                             row_errs.push((val_len(v), e));
                         }
                         rows.extend(o);
                     }
-                    (vec![stack(rows, &p)?], vec![Bound::stack(&row_errs)])
+                    (vec![stack(rows, "").map_err(placed(&p))?], vec![Bound::stack(&row_errs)])
                 }
                 Node::Scan { body, init, xs } => {
                     let mut carries = get_all(init)?;
                     let mut carry_errs = errs_of(init);
                     let xvals = xs.iter().map(|r| get(*r).cloned()).collect::<Result<Vec<_>, _>>()?;
                     let xerrs = errs_of(xs);
-                    let xts = xvals.iter().map(|v| t(v, &p).cloned()).collect::<Result<Vec<_>, _>>()?;
+                    let xts =
+                        xvals.iter().map(|v| t(v, "").cloned()).collect::<Result<Vec<_>, _>>().map_err(placed(&p))?;
                     let n = xts.first().and_then(|x| x.shape.first().copied()).unwrap_or(0);
                     let mut ys: Vec<Vec<Val>> = Vec::new();
                     let mut ys_e: Vec<Vec<(usize, Bound)>> = Vec::new();
@@ -621,7 +658,7 @@ impl Interp<'_> {
                         a.extend(xts.iter().map(|x| Val::Tensor(select(x, 0, k))));
                         let mut ae = carry_errs.clone();
                         ae.extend(xvals.iter().zip(&xerrs).map(|(v, e)| row_err(e, val_len(v), row_len(v), k)));
-                        let (mut out, mut oe) = self.graph(body, &a, &ae, &format!("{p}.body"), site)?;
+                        let (mut out, mut oe) = self.graph(body, &a, &ae, &At::Member(&p, "body"), site)?;
                         let rest = out.split_off(carries.len());
                         let rest_e = oe.split_off(carries.len());
                         carries = out;
@@ -639,7 +676,7 @@ impl Interp<'_> {
                     let mut out = carries;
                     let mut oe = carry_errs;
                     for (y, e) in ys.into_iter().zip(ys_e) {
-                        out.push(stack(y, &p)?);
+                        out.push(stack(y, "").map_err(placed(&p))?);
                         oe.push(Bound::stack(&e));
                     }
                     (out, oe)
@@ -651,18 +688,21 @@ impl Interp<'_> {
                     let mut iterations = 0u32;
                     let mut undecided = false;
                     loop {
-                        let (cv, cerr) = self.graph(cond, &c, &ce, &format!("{p}.cond"), site)?;
+                        let (cv, cerr) = self.graph(cond, &c, &ce, &At::Member(&p, "cond"), site)?;
                         undecided |= cerr.first().is_none_or(Bound::may_differ);
                         match cv.first() {
                             Some(Val::Bool(true)) => {}
                             Some(Val::Bool(false)) => break,
-                            other => return Err(err(&p, format!("while condition gave {other:?}"))),
+                            other => return Err(err(&p.to_string(), format!("while condition gave {other:?}"))),
                         }
                         iterations += 1;
                         if iterations > *max_iterations {
-                            return Err(err(&p, format!("while_loop exceeded {max_iterations} iterations")));
+                            return Err(err(
+                                &p.to_string(),
+                                format!("while_loop exceeded {max_iterations} iterations"),
+                            ));
                         }
-                        (c, ce) = self.graph(body, &c, &ce, &format!("{p}.body"), body_site)?;
+                        (c, ce) = self.graph(body, &c, &ce, &At::Member(&p, "body"), body_site)?;
                     }
                     let ce = if undecided { vec![Bound::Any; c.len()] } else { ce };
                     (c, ce)
@@ -678,7 +718,7 @@ impl Interp<'_> {
         let outs = g
             .outputs
             .iter()
-            .map(|r| vals.get(*r).cloned().ok_or_else(|| err(path, format!("output ref {r} undefined"))))
+            .map(|r| vals.get(*r).cloned().ok_or_else(|| err(&path.to_string(), format!("output ref {r} undefined"))))
             .collect::<Result<Vec<_>, _>>()?;
         let out_errs = g.outputs.iter().map(|r| errs.get(*r).cloned().unwrap_or(Bound::Any)).collect();
         Ok((outs, out_errs))
@@ -687,7 +727,7 @@ impl Interp<'_> {
 
 /// Evaluates a graph on `inputs` (its calls resolve against `modules`).
 pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
-    Interp { modules, calls: Vec::new(), approximate: false }.graph(g, inputs, &[], path, 0).map(|(v, _)| v)
+    Interp { modules, calls: Vec::new(), approximate: false }.graph(g, inputs, &[], &At::Root(path), 0).map(|(v, _)| v)
 }
 
 /// One eager run of a method: outputs, how far a conforming implementation may be from each
@@ -711,7 +751,7 @@ pub fn run_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Run, IrEr
         .find(|(_, m)| m.name == name)
         .ok_or_else(|| err("methods", format!("no method `{name}`")))?;
     let mut interp = Interp { modules: &p.modules, calls: Vec::new(), approximate: false };
-    let (outputs, bounds) = interp.graph(&m.graph, inputs, &[], &format!("methods[{i}].graph"), 0)?;
+    let (outputs, bounds) = interp.graph(&m.graph, inputs, &[], &At::Method(i), 0)?;
     Ok(Run { outputs, bounds, calls: interp.calls })
 }
 

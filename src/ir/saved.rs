@@ -72,8 +72,15 @@ enum Open {
 
 impl Layout {
     fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W, depth: usize) -> std::io::Result<()> {
-        w.write_all(b"\n")?;
-        (0..depth).try_for_each(|_| w.write_all(b"  "))
+        // A line break and the indentation in one write while the depth fits the run below.
+        const BREAK: &[u8; 65] = b"\n                                                                ";
+        match BREAK.get(..1 + 2 * depth) {
+            Some(line) => w.write_all(line),
+            None => {
+                w.write_all(b"\n")?;
+                (0..depth).try_for_each(|_| w.write_all(b"  "))
+            }
+        }
     }
 
     /// Places the next value: inline in an array when it is a scalar, on its own line when it

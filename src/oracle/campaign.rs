@@ -344,8 +344,13 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
             for f in o.features {
                 *features.entry(f).or_default() += 1;
             }
-            for (k, v) in &o.report.checked {
-                *invariants.entry(k.name().to_string()).or_default() += v;
+            for (k, v) in o.report.checked.iter() {
+                match invariants.get_mut(k.name()) {
+                    Some(n) => *n += v,
+                    None => {
+                        invariants.insert(k.name().to_string(), v);
+                    }
+                }
             }
             timings.add(&o.report.timings);
             if let Some((bytes, cfg, g)) = o.failed {

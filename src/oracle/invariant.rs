@@ -2,10 +2,10 @@
 //! them independent). Reports count and name failures by [`Invariant::name`].
 
 use serde::Serialize;
-use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};
+use strum::{EnumCount, EnumIter, IntoEnumIterator, IntoStaticStr};
 
 /// One invariant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, EnumIter, IntoStaticStr)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, EnumIter, EnumCount, IntoStaticStr)]
 pub enum Invariant {
     /// Every index of an emitted program is in range (checked by the oracle itself), every
     /// BackendDelegate is referenced, and every IR method became exactly one plan.
@@ -59,5 +59,33 @@ impl Invariant {
     /// Every invariant.
     pub fn all() -> Vec<Invariant> {
         Invariant::iter().collect()
+    }
+}
+
+/// Times each invariant was checked, in [`Invariant`] order; an invariant never counted has no
+/// entry (one counted zero times has). Serialised as `{"name": count}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checked([Option<usize>; Invariant::COUNT]);
+
+impl Checked {
+    /// The count of `inv`, if it was counted.
+    pub fn get(&self, inv: &Invariant) -> Option<&usize> {
+        self.0[*inv as usize].as_ref()
+    }
+
+    /// Adds `n` checks of `inv`.
+    pub fn add(&mut self, inv: Invariant, n: usize) {
+        *self.0[inv as usize].get_or_insert(0) += n;
+    }
+
+    /// Each counted invariant and its count, in invariant order.
+    pub fn iter(&self) -> impl Iterator<Item = (Invariant, usize)> + '_ {
+        Invariant::iter().zip(&self.0).filter_map(|(i, n)| n.map(|n| (i, n)))
+    }
+}
+
+impl Serialize for Checked {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
     }
 }

@@ -23,7 +23,7 @@ pub mod reports;
 pub mod structure;
 pub mod values;
 
-pub use invariant::Invariant;
+pub use invariant::{Checked, Invariant};
 
 use crate::emit::{EmitOptions, Emitted, emit};
 use crate::fault::Fault;
@@ -118,7 +118,7 @@ impl Timings {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
     /// Times each invariant was checked.
-    pub checked: BTreeMap<Invariant, usize>,
+    pub checked: Checked,
     /// Violations.
     pub failures: Vec<Failure>,
     /// Time per stage.
@@ -136,7 +136,7 @@ impl Report {
 
     /// Counts one check of `inv`; records a failure when it does not hold.
     pub fn check(&mut self, inv: Invariant, holds: bool, detail: impl FnOnce() -> String) {
-        *self.checked.entry(inv).or_default() += 1;
+        self.checked.add(inv, 1);
         if !holds {
             self.failures.push(Failure { invariant: inv.name().to_string(), detail: detail() });
         }
@@ -144,7 +144,7 @@ impl Report {
 
     /// Counts `n` checks of `inv` that held.
     pub fn held(&mut self, inv: Invariant, n: usize) {
-        *self.checked.entry(inv).or_default() += n;
+        self.checked.add(inv, n);
     }
 
     /// Records a failure of `inv`.

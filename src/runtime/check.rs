@@ -42,18 +42,29 @@ struct Checker<'l, 'a> {
     out: Vec<CheckError>,
     /// Argument count of each entry of the operator table (`None`: unknown operator).
     arities: Vec<Option<usize>>,
+    /// Qualified names of operator table entries an error named (filled on first use, so a
+    /// prepared plan that rejects many corruptions spells each name once).
+    names: Vec<Option<Arc<str>>>,
 }
 
 impl<'l, 'a> Checker<'l, 'a> {
     fn new(loaded: &'l LoadedProgram<'a>, plan: &'l ExecutionPlan, method: Arc<str>, fault: Option<Fault>) -> Self {
         let arities = plan.operator_list().iter().map(ops::arity_of).collect();
-        Checker { fault, loaded, plan, method, out: Vec::new(), arities }
+        Checker { fault, loaded, plan, method, out: Vec::new(), arities, names: Vec::new() }
     }
 }
 
 impl Checker<'_, '_> {
     fn n_values(&self) -> usize {
         self.plan.value_list().len()
+    }
+
+    /// The qualified name of operator table entry `i` (`op`).
+    fn op_name(&mut self, i: usize, op: &crate::program::Operator) -> Arc<str> {
+        if self.names.len() <= i {
+            self.names.resize(i + 1, None);
+        }
+        self.names[i].get_or_insert_with(|| op.qualified().into()).clone()
     }
 
     fn value_index(&mut self, site: Site, field: &'static str, index: i64) {
@@ -390,13 +401,16 @@ impl Checker<'_, '_> {
                             name,
                         });
                     }
-                    Some(expected) if expected != args.len() => self.out.push(CheckError::Arity {
-                        method: self.method.clone(),
-                        site,
-                        op: op.1.qualified(),
-                        expected,
-                        found: args.len(),
-                    }),
+                    Some(expected) if expected != args.len() => {
+                        let op = self.op_name(op.0, op.1);
+                        self.out.push(CheckError::Arity {
+                            method: self.method.clone(),
+                            site,
+                            op,
+                            expected,
+                            found: args.len(),
+                        })
+                    }
                     _ => {}
                 }
                 Lookup::Resolved

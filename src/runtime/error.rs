@@ -85,7 +85,7 @@ pub enum CheckError {
     #[error("method {method}: operators[{op_index}] `{name}` has no kernel")]
     UnknownOperator { method: Arc<str>, op_index: usize, name: String },
     #[error("method {method}: KernelCall at {site} passes {found} args to `{op}`, which takes {expected}")]
-    Arity { method: Arc<str>, site: Site, op: String, expected: usize, found: usize },
+    Arity { method: Arc<str>, site: Site, op: Arc<str>, expected: usize, found: usize },
     #[error("method {method}: JumpFalseCall at {site} jumps to {destination}, outside the chain's {len} instructions")]
     JumpDestination { method: Arc<str>, site: Site, destination: i32, len: usize },
     #[error("method {method}: {which}[{position}] = {index} is out of range ({count} values)")]

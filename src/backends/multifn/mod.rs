@@ -358,6 +358,8 @@ pub fn load_model(manifest: &Manifest, named: &[(&str, &[u8])]) -> OpResult<Load
 thread_local! {
     /// Functions compiled from bundles on this thread.
     pub static FUNCTIONS: RefCell<BlobCache<BTreeMap<String, NestedPlan>>> = RefCell::default();
+    /// Manifests read from delegates' processed bytes on this thread.
+    pub static MANIFESTS: RefCell<BlobCache<Manifest>> = RefCell::default();
 }
 
 /// Compiles every function of a bundle (index JSON, weights) to a plan with its weights filled in.
@@ -379,8 +381,8 @@ fn compile_functions(index: &[u8], weights: &[u8]) -> OpResult<BTreeMap<String, 
         if g.constants.iter().any(|c: &ConstTensor| c.values.len() != c.shape.iter().product::<usize>()) {
             return Err(invalid(format!("{name}: weight sizes do not match")));
         }
-        graph_types(&g, &[], &name).map_err(|e| invalid(e.to_string()))?;
-        let plan = compile(&g)
+        let types = graph_types(&g, &[], &name).map_err(|e| invalid(e.to_string()))?;
+        let plan = compile(&g, types)
             .map_err(|e| invalid(format!("{name}: {e}")))
             .and_then(|bytes| NestedPlan::from_pte(&bytes, BLOB_METHOD))?;
         functions.insert(name, plan);
@@ -444,7 +446,8 @@ impl Backend for MultifnBackend {
     }
 
     fn init(&self, ctx: &InitContext<'_>, processed: &[u8], _specs: &[CompileSpec]) -> Result<BackendHandle, OpError> {
-        let manifest = parse_manifest(processed)?;
+        // A manifest read before on this thread is not read again (an invalid one is, every time).
+        let manifest = compiled(&MANIFESTS, processed, || parse_manifest(processed))?;
         let share = match ctx.options.get_bool(SHARE_OPTION) {
             Ok(b) => b,
             Err(ErrorCode::NotFound) => false,
@@ -499,7 +502,7 @@ impl Backend for MultifnBackend {
             return Err(invalid(format!("bundle has no function `{}`", manifest.function)));
         }
         let bytes = model.weight_bytes;
-        Ok(BackendHandle { state: Box::new(Handle { model, key, function: manifest.function }), bytes })
+        Ok(BackendHandle { state: Box::new(Handle { model, key, function: manifest.function.clone() }), bytes })
     }
 
     fn execute(&self, handle: &mut BackendHandle, args: &mut DelegateArgs<'_, '_>) -> Result<(), OpError> {

@@ -4,7 +4,8 @@
 //!
 //! `init` loads the blob with `pte::xnnpack` (every id, flag, constant and named key checked),
 //! refuses nodes and datatypes the interpreter lacks (NotSupported, naming the node, its index
-//! and the delegate), and keeps the loaded graph with its constants decoded. `execute` reads
+//! and the delegate), and keeps the loaded graph with its constants decoded (in the thread's
+//! [`blob_cache`](super::blob_cache), by the blob's bytes and the program's named data). `execute` reads
 //! external inputs from the DelegateCall's arguments at their external ids, takes shapes from
 //! the runtime tensors, runs the nodes in topological order and resizes and writes the outputs.
 //! Handles keep no per-call state, so the backend opts in to handle sharing.
@@ -13,6 +14,7 @@
 pub mod interp;
 pub mod lower;
 
+use super::blob_cache::{BlobCache, compiled};
 use crate::fault::Fault;
 use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule, NamedBlob};
@@ -21,7 +23,9 @@ use crate::runtime::frame::{OpError, OpResult};
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
 use interp::T;
 use pte::xnnpack::{self, Datatype, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, LoadedBlob, XValue};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Registry id (ExecuTorch's).
 pub const ID: &str = xnnpack::BACKEND_ID;
@@ -47,8 +51,13 @@ pub fn lower(
     Ok((m, blob.named))
 }
 
+thread_local! {
+    /// Blobs compiled on this thread, by their bytes and the program's named data.
+    pub static COMPILED: RefCell<BlobCache<Compiled>> = RefCell::default();
+}
+
 /// A loaded blob ready to run.
-struct Compiled {
+pub struct Compiled {
     blob: LoadedBlob,
     /// Constants decoded to float32 tensors, by value index.
     constants: BTreeMap<usize, T>,
@@ -231,15 +240,24 @@ impl Backend for XnnpackBackend {
     }
 
     fn init(&self, ctx: &InitContext<'_>, processed: &[u8], _specs: &[CompileSpec]) -> Result<BackendHandle, OpError> {
-        let where_ = format!("method {} delegates[{}]", ctx.method, ctx.delegate_index);
-        let c = compile(processed, ctx.named_data, &where_)?;
+        // What a blob compiles to is a function of its bytes and of the named data it may read.
+        let mut key = Vec::with_capacity(
+            8 + processed.len() + ctx.named_data.iter().map(|(k, b)| 16 + k.len() + b.len()).sum::<usize>(),
+        );
+        for part in std::iter::once(processed).chain(ctx.named_data.iter().flat_map(|(k, b)| [k.as_bytes(), *b])) {
+            key.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            key.extend_from_slice(part);
+        }
+        let c = compiled(&COMPILED, &key, || {
+            compile(processed, ctx.named_data, &format!("method {} delegates[{}]", ctx.method, ctx.delegate_index))
+        })?;
         Ok(BackendHandle { bytes: processed.len(), state: Box::new(c) })
     }
 
     fn execute(&self, handle: &mut BackendHandle, args: &mut DelegateArgs<'_, '_>) -> Result<(), OpError> {
         let c = handle
             .state
-            .downcast_ref::<Compiled>()
+            .downcast_ref::<Arc<Compiled>>()
             .ok_or_else(|| OpError::new(ErrorCode::DelegateInvalidHandle, "not an XNNPACK handle"))?;
         c.run(args)
     }
