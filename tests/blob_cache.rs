@@ -32,6 +32,17 @@ fn a_hit_returns_what_the_same_bytes_compiled_to_and_other_bytes_compile_afresh(
     assert!(Arc::ptr_eq(&a, &b), "one compiled value per distinct blob");
 }
 
+/// A backend that found a kept value stale (XNNPACK, when the named data differs) compiles again
+/// and keeps the new value in place of the old, counted once.
+#[test]
+fn inserting_again_replaces_what_was_kept() {
+    let mut c: BlobCache<u64> = BlobCache::default();
+    c.insert(b"blob", Arc::new(1));
+    c.insert(b"blob", Arc::new(2));
+    assert_eq!(c.get(b"blob").as_deref(), Some(&2));
+    assert_eq!((c.len(), c.bytes()), (1, 4));
+}
+
 #[test]
 fn failures_are_not_kept_and_the_cache_is_per_thread() {
     let err = compiled(&NUMBERS, b"bad", || Err::<u64, _>(OpError::new(ErrorCode::InvalidProgram, "no")));
@@ -111,9 +122,9 @@ fn an_invalid_graph_blob_is_rejected_at_every_init_and_a_valid_one_is_compiled_o
 }
 
 /// A campaign empties the caches after each case, so a long campaign holds no more than one
-/// case's compilations: `forget_compiled` empties both backends' caches on this thread.
+/// case's compilations: `forget_compiled` empties every backend's caches on this thread.
 #[test]
-fn forgetting_empties_this_threads_caches_of_both_backends() {
+fn forgetting_empties_this_threads_caches_of_every_backend() {
     use ptecheck::backends::{forget_compiled, multifn};
     let rt = ptecheck::backends::default_runtime();
     for name in ["multifunction", "denoise-loop"] {

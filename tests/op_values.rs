@@ -301,7 +301,6 @@ fn prim_ops_on_doubles_compute_in_double() {
 fn an_eager_failure_names_the_node_and_the_sub_graph_it_is_in() {
     use ptecheck::ir::build::GraphBuilder;
     use ptecheck::ir::eval::run_method;
-    use ptecheck::ir::{IrMethod, IrProgram, Node, ValueType};
     let branch = |divide: bool| {
         let mut b = GraphBuilder::new(vec![], vec![ValueType::Int, ValueType::Int]);
         let r = if divide { b.op(Op::ScalarFloordiv, &[b.input(0), b.input(1)]) } else { b.input(0) };
@@ -333,4 +332,54 @@ fn an_eager_failure_names_the_node_and_the_sub_graph_it_is_in() {
     assert_eq!(e.path, "methods[1].graph.nodes[0]", "{e}");
     let ok = run_method(&p, "forward", &[Val::Bool(false), Val::Int(7), Val::Int(0)]).expect("the else branch passes");
     assert_eq!(ok.outputs, [Val::Int(1)]);
+}
+
+/// The same inside a lowered module (its own graph's path), a map body and at a map node whose
+/// mapped operand is not a tensor.
+#[test]
+fn an_eager_failure_inside_a_module_or_a_map_names_its_place() {
+    use ptecheck::ir::LoweredModule;
+    use ptecheck::ir::build::{GraphBuilder, f32_tensor};
+    use ptecheck::ir::eval::run_method;
+    let divide = |first: Vec<ValueType>| {
+        let n = first.len();
+        let mut b = GraphBuilder::new(vec![], [first, vec![ValueType::Int, ValueType::Int]].concat());
+        let r = b.op(Op::ScalarFloordiv, &[b.input(n), b.input(n + 1)]);
+        b.finish(&[r])
+    };
+    let module = LoweredModule {
+        backend: "demo".into(),
+        graph: divide(vec![]),
+        processed: vec![],
+        compile_specs: vec![],
+        share_handle_across_calls: false,
+        scratch_specs: vec![],
+    };
+    let run = |graph: Graph, inputs: &[Val]| {
+        let p = IrProgram {
+            methods: vec![IrMethod { name: "forward".into(), graph }],
+            modules: vec![module.clone()],
+            named_data: vec![],
+        };
+        run_method(&p, "forward", inputs).expect_err("fails").to_string()
+    };
+    let ints = [Val::Int(7), Val::Int(0)];
+    // A call of module 0 dividing by zero.
+    let mut g = GraphBuilder::new(vec![], vec![ValueType::Int, ValueType::Int]);
+    let out = g.call(0, &[g.input(0), g.input(1)], 1)[0];
+    let e = run(g.finish(&[out]), &ints);
+    assert!(e.starts_with("modules[0].graph.nodes[0]: "), "{e}");
+    // A map body dividing by zero, at the method's second node.
+    let rows = Val::Tensor(Tensor { shape: vec![2, 2], data: Data::F32(vec![0.0; 4]) });
+    let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, 2]), ValueType::Int, ValueType::Int]);
+    let first = g.op(Op::Relu, &[g.input(0)]);
+    let body = divide(vec![f32_tensor(vec![2])]);
+    let out = g.node(Node::Map { body, xs: first, args: vec![g.input(1), g.input(2)] }, 1)[0];
+    let e = run(g.finish(&[out]), &[rows, ints[0].clone(), ints[1].clone()]);
+    assert!(e.starts_with("methods[0].graph.nodes[1].body.nodes[0]: "), "{e}");
+    // A map over an integer: the map node itself.
+    let mut g = GraphBuilder::new(vec![], vec![ValueType::Int]);
+    let out = g.node(Node::Map { body: divide(vec![ValueType::Int]), xs: g.input(0), args: vec![] }, 1)[0];
+    let e = run(g.finish(&[out]), &ints[..1]);
+    assert!(e.starts_with("methods[0].graph.nodes[0]: expected a tensor"), "{e}");
 }

@@ -1,9 +1,10 @@
-//! What a backend compiled from a delegate blob, by the blob's bytes (and whatever else the
-//! compilation reads, such as XNNPACK's named data, in the key): a bounded per-thread
+//! What a backend compiled from a delegate blob, by the blob's bytes: a bounded per-thread
 //! cache, so that one program initialised many times (each method run, injection, the model
-//! table's checks, the negative checks) compiles each distinct blob once per thread.
+//! table's checks, the negative checks) compiles each distinct blob once per thread. A backend
+//! whose compilation also reads something else checks that on a hit (XNNPACK: the named data
+//! the blob read) and compiles again, in place of the kept value, where it differs.
 //!
-//! Compilation is a pure function of the key, so a hit returns what a miss would compute;
+//! Compilation is a pure function of what it reads, so a hit returns what a miss would compute;
 //! only successes are kept (an invalid blob is rejected afresh at every `init`). The cache sits
 //! inside the backends' `init`, behind the ledger: every `init` is still seen and counted.
 //! A campaign empties it after each case (`backends::forget_compiled`), so a long campaign
@@ -43,10 +44,15 @@ impl<T> BlobCache<T> {
         self.entries.get(key).cloned()
     }
 
-    /// Keeps `value` as what `key` compiles to, dropping the least recently used blobs while
-    /// the count or the bytes would exceed their bounds (a blob above the byte budget is not kept).
+    /// Keeps `value` as what `key` compiles to (in place of what was kept for it), dropping the
+    /// least recently used blobs while the count or the bytes would exceed their bounds (a blob
+    /// above the byte budget is not kept).
     pub fn insert(&mut self, key: &[u8], value: Arc<T>) {
-        if key.len() > BYTE_BUDGET || self.entries.contains(key) {
+        if key.len() > BYTE_BUDGET {
+            return;
+        }
+        if let Some(kept) = self.entries.get_mut(key) {
+            *kept = value;
             return;
         }
         while self.entries.len() >= CAPACITY.get() || self.bytes + key.len() > BYTE_BUDGET {

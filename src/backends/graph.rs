@@ -85,7 +85,7 @@ pub const BLOB_METHOD: &str = "forward";
 
 /// Compiles `g`, whose ref types `graph_types` gave as `types`, to the `.pte` bytes of a
 /// one-method program of CPU kernels.
-pub fn compile(g: &Graph, types: Vec<ValueType>) -> Result<Vec<u8>, IrError> {
+pub(crate) fn compile(g: &Graph, types: Vec<ValueType>) -> Result<Vec<u8>, IrError> {
     let program = IrProgram {
         methods: vec![IrMethod { name: BLOB_METHOD.into(), graph: g.clone() }],
         modules: vec![],

@@ -67,8 +67,15 @@ impl Switch {
 
 /// Which switches are on, one bit per switch in declaration order. Serialised as
 /// `{"name": bool}`; names left out keep their default, unknown names are rejected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Switches(u64);
+
+/// Shown as the map it stands for (`{Calls: true, …}`).
+impl std::fmt::Debug for Switches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(Switch::iter().map(|s| (s, self.on(s)))).finish()
+    }
+}
 
 // One bit per switch.
 const _: () = assert!(Switch::COUNT <= 64);

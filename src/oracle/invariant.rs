@@ -64,8 +64,15 @@ impl Invariant {
 
 /// Times each invariant was checked, in [`Invariant`] order; an invariant never counted has no
 /// entry (one counted zero times has). Serialised as `{"name": count}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Checked([Option<usize>; Invariant::COUNT]);
+
+/// Shown as the map it stands for (`{I1: 3, …}`).
+impl std::fmt::Debug for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
 
 impl Checked {
     /// The count of `inv`, if it was counted.

@@ -5,7 +5,8 @@
 //! `init` loads the blob with `pte::xnnpack` (every id, flag, constant and named key checked),
 //! refuses nodes and datatypes the interpreter lacks (NotSupported, naming the node, its index
 //! and the delegate), and keeps the loaded graph with its constants decoded (in the thread's
-//! [`blob_cache`](super::blob_cache), by the blob's bytes and the program's named data). `execute` reads
+//! [`blob_cache`](super::blob_cache) by the blob's bytes, used again only where the named data
+//! the blob reads is the same). `execute` reads
 //! external inputs from the DelegateCall's arguments at their external ids, takes shapes from
 //! the runtime tensors, runs the nodes in topological order and resizes and writes the outputs.
 //! Handles keep no per-call state, so the backend opts in to handle sharing.
@@ -14,7 +15,7 @@
 pub mod interp;
 pub mod lower;
 
-use super::blob_cache::{BlobCache, compiled};
+use super::blob_cache::BlobCache;
 use crate::fault::Fault;
 use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule, NamedBlob};
@@ -52,12 +53,14 @@ pub fn lower(
 }
 
 thread_local! {
-    /// Blobs compiled on this thread, by their bytes and the program's named data.
+    /// Blobs compiled on this thread, by their bytes (each with the named data it read).
     pub static COMPILED: RefCell<BlobCache<Compiled>> = RefCell::default();
 }
 
 /// A loaded blob ready to run.
 pub struct Compiled {
+    /// The named data entries the blob names that were there when it compiled, as they were.
+    reads: Vec<(String, Vec<u8>)>,
     blob: LoadedBlob,
     /// Constants decoded to float32 tensors, by value index.
     constants: BTreeMap<usize, T>,
@@ -116,10 +119,23 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
         .collect();
     let inputs = blob.externals(FLAG_EXTERNAL_INPUT);
     let outputs = blob.externals(FLAG_EXTERNAL_OUTPUT);
-    Ok(Compiled { blob, constants, inputs, outputs })
+    // What `load` looked up by key (the first entry of a key), or could have.
+    let mut reads: Vec<(String, Vec<u8>)> = Vec::new();
+    for key in g.constant_data.iter().flatten().filter_map(|e| e.named_key.as_deref()) {
+        if let (false, Some((_, d))) = (reads.iter().any(|(k, _)| k == key), named.iter().find(|(k, _)| *k == key)) {
+            reads.push((key.to_string(), d.to_vec()));
+        }
+    }
+    Ok(Compiled { reads, blob, constants, inputs, outputs })
 }
 
 impl Compiled {
+    /// Whether `named` holds what this compilation read, byte for byte (the first entry of
+    /// each key, as `load` looks it up).
+    fn reads_the_same(&self, named: &[(&str, &[u8])]) -> bool {
+        self.reads.iter().all(|(k, b)| named.iter().find(|(n, _)| n == k).is_some_and(|(_, d)| *d == b.as_slice()))
+    }
+
     /// Runs the nodes on `inputs` (value index, tensor); every value computed, by value index.
     /// No result may exceed `limit` elements, nor all results together `limit` × 4.
     /// `Err((node, why))` names the node that failed.
@@ -240,17 +256,18 @@ impl Backend for XnnpackBackend {
     }
 
     fn init(&self, ctx: &InitContext<'_>, processed: &[u8], _specs: &[CompileSpec]) -> Result<BackendHandle, OpError> {
-        // What a blob compiles to is a function of its bytes and of the named data it may read.
-        let mut key = Vec::with_capacity(
-            8 + processed.len() + ctx.named_data.iter().map(|(k, b)| 16 + k.len() + b.len()).sum::<usize>(),
-        );
-        for part in std::iter::once(processed).chain(ctx.named_data.iter().flat_map(|(k, b)| [k.as_bytes(), *b])) {
-            key.extend_from_slice(&(part.len() as u64).to_le_bytes());
-            key.extend_from_slice(part);
-        }
-        let c = compiled(&COMPILED, &key, || {
-            compile(processed, ctx.named_data, &format!("method {} delegates[{}]", ctx.method, ctx.delegate_index))
-        })?;
+        // What a blob compiles to is a function of its bytes and of the named data it reads: a
+        // compilation kept for these bytes is used only where that named data reads the same.
+        let kept = COMPILED.with_borrow_mut(|c| c.get(processed)).filter(|c| c.reads_the_same(ctx.named_data));
+        let c = match kept {
+            Some(c) => c,
+            None => {
+                let where_ = format!("method {} delegates[{}]", ctx.method, ctx.delegate_index);
+                let c = Arc::new(compile(processed, ctx.named_data, &where_)?);
+                COMPILED.with_borrow_mut(|cache| cache.insert(processed, c.clone()));
+                c
+            }
+        };
         Ok(BackendHandle { bytes: processed.len(), state: Box::new(c) })
     }
 
