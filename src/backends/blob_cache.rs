@@ -97,7 +97,18 @@ pub fn compiled<T>(
     key: &[u8],
     compile: impl FnOnce() -> OpResult<T>,
 ) -> OpResult<Arc<T>> {
-    if let Some(hit) = cache.with_borrow_mut(|c| c.get(key)) {
+    compiled_where(cache, key, |_| true, compile)
+}
+
+/// [`compiled`] for a compilation that also reads something besides `key`: a kept value is
+/// used only where `still` holds of it; otherwise `compile` runs and its value replaces it.
+pub fn compiled_where<T>(
+    cache: &'static ThreadCache<T>,
+    key: &[u8],
+    still: impl FnOnce(&T) -> bool,
+    compile: impl FnOnce() -> OpResult<T>,
+) -> OpResult<Arc<T>> {
+    if let Some(hit) = cache.with_borrow_mut(|c| c.get(key)).filter(|hit| still(hit)) {
         return Ok(hit);
     }
     let value = Arc::new(compile()?);

@@ -15,7 +15,7 @@
 pub mod interp;
 pub mod lower;
 
-use super::blob_cache::BlobCache;
+use super::blob_cache::{BlobCache, compiled_where};
 use crate::fault::Fault;
 use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule, NamedBlob};
@@ -77,6 +77,11 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+/// The bytes of the first named data entry called `key`, the one `pte::xnnpack::load` reads.
+fn named_entry<'n>(named: &[(&str, &'n [u8])], key: &str) -> Option<&'n [u8]> {
+    named.iter().find(|(k, _)| *k == key).map(|(_, d)| *d)
+}
+
 /// Loads and checks `processed` for the interpreter (`where_`: which delegate, for messages).
 fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<Compiled> {
     let blob = xnnpack::load(processed, Some(named))
@@ -119,10 +124,10 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
         .collect();
     let inputs = blob.externals(FLAG_EXTERNAL_INPUT);
     let outputs = blob.externals(FLAG_EXTERNAL_OUTPUT);
-    // What `load` looked up by key (the first entry of a key), or could have.
+    // What `load` looked up by key, or could have.
     let mut reads: Vec<(String, Vec<u8>)> = Vec::new();
     for key in g.constant_data.iter().flatten().filter_map(|e| e.named_key.as_deref()) {
-        if let (false, Some((_, d))) = (reads.iter().any(|(k, _)| k == key), named.iter().find(|(k, _)| *k == key)) {
+        if let Some(d) = named_entry(named, key).filter(|_| !reads.iter().any(|(k, _)| k == key)) {
             reads.push((key.to_string(), d.to_vec()));
         }
     }
@@ -133,7 +138,7 @@ impl Compiled {
     /// Whether `named` holds what this compilation read, byte for byte (the first entry of
     /// each key, as `load` looks it up).
     fn reads_the_same(&self, named: &[(&str, &[u8])]) -> bool {
-        self.reads.iter().all(|(k, b)| named.iter().find(|(n, _)| n == k).is_some_and(|(_, d)| *d == b.as_slice()))
+        self.reads.iter().all(|(k, b)| named_entry(named, k) == Some(b.as_slice()))
     }
 
     /// Runs the nodes on `inputs` (value index, tensor); every value computed, by value index.
@@ -258,16 +263,12 @@ impl Backend for XnnpackBackend {
     fn init(&self, ctx: &InitContext<'_>, processed: &[u8], _specs: &[CompileSpec]) -> Result<BackendHandle, OpError> {
         // What a blob compiles to is a function of its bytes and of the named data it reads: a
         // compilation kept for these bytes is used only where that named data reads the same.
-        let kept = COMPILED.with_borrow_mut(|c| c.get(processed)).filter(|c| c.reads_the_same(ctx.named_data));
-        let c = match kept {
-            Some(c) => c,
-            None => {
-                let where_ = format!("method {} delegates[{}]", ctx.method, ctx.delegate_index);
-                let c = Arc::new(compile(processed, ctx.named_data, &where_)?);
-                COMPILED.with_borrow_mut(|cache| cache.insert(processed, c.clone()));
-                c
-            }
-        };
+        let c = compiled_where(
+            &COMPILED,
+            processed,
+            |c| c.reads_the_same(ctx.named_data),
+            || compile(processed, ctx.named_data, &format!("method {} delegates[{}]", ctx.method, ctx.delegate_index)),
+        )?;
         Ok(BackendHandle { bytes: processed.len(), state: Box::new(c) })
     }
 
