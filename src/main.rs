@@ -615,7 +615,12 @@ fn emit(a: EmitArgs) -> CmdResult {
 fn config_of(path: Option<&Path>) -> Result<ptecheck::generator::GenConfig, Rejected> {
     match path {
         None => Ok(ptecheck::generator::GenConfig::default()),
-        Some(p) => serde_json::from_value(read_json(p)?).map_err(|e| Rejected(format!("{}: {e}", p.display()))),
+        Some(p) => {
+            let c: ptecheck::generator::GenConfig =
+                serde_json::from_value(read_json(p)?).map_err(|e| Rejected(format!("{}: {e}", p.display())))?;
+            c.check().map_err(|e| Rejected(format!("{}: {e}", p.display())))?;
+            Ok(c)
+        }
     }
 }
 

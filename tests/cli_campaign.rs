@@ -75,3 +75,36 @@ fn a_differential_campaign_from_the_command_line() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn a_configuration_the_generator_cannot_honour_is_refused_naming_the_member() {
+    use ptecheck::generator::GenConfig;
+    use ptecheck::generator::config::ConfigError;
+    assert_eq!(GenConfig::default().check(), Ok(()));
+    // The method count is the one limit the case's bytes do not bound: 10^9 methods per case.
+    let c = GenConfig { min_methods: 1_000_000_000, max_methods: 1_000_000_000, ..GenConfig::default() };
+    assert_eq!(c.check(), Err(ConfigError::TooLarge { member: "min_methods", value: 1_000_000_000, max: 64 }));
+    let c = GenConfig { max_depth: 17, ..GenConfig::default() };
+    assert!(matches!(c.check(), Err(ConfigError::TooLarge { member: "max_depth", .. })));
+    let c = GenConfig { control_percent: 101, ..GenConfig::default() };
+    assert!(matches!(c.check(), Err(ConfigError::TooLarge { member: "control_percent", .. })));
+    let c = GenConfig { min_methods: 3, max_methods: 2, ..GenConfig::default() };
+    assert_eq!(c.check(), Err(ConfigError::MinAboveMax { min: 3, max: 2 }));
+    // A name that names nothing would be ignored in silence.
+    let c = GenConfig { only_ops: Some(["add".to_string(), "ad".to_string()].into()), ..GenConfig::default() };
+    assert!(matches!(c.check(), Err(ConfigError::Unknown { member: "only_ops", ref name, .. }) if name == "ad"));
+    let c = GenConfig { only_backends: Some(["XnnpackBackend".to_string()].into()), ..GenConfig::default() };
+    assert_eq!(c.check(), Ok(()));
+    let c = GenConfig { only_backends: Some(["xnnpack".to_string()].into()), ..GenConfig::default() };
+    assert!(matches!(c.check(), Err(ConfigError::Unknown { member: "only_backends", .. })));
+    // The CLI: exit 2 naming the file and the member, before any case runs.
+    let dir = std::env::temp_dir().join(format!("ptecheck-cli-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("huge.json");
+    std::fs::write(&path, r#"{"min_methods": 1000000000, "max_methods": 1000000000}"#).expect("writes");
+    let out = bin().args(["campaign", "--cases", "1", "--config"]).arg(&path).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("huge.json") && err.contains("`min_methods` is 1000000000; at most 64"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -283,3 +283,27 @@ fn the_generator_keeps_to_what_the_runner_announced() {
     assert!(!backends.is_empty());
     assert!(OpKind::iter().count() > allowed.len());
 }
+
+#[test]
+fn a_runner_writing_endless_or_invalid_stderr_is_still_heard() {
+    // Before its hello the runner writes invalid UTF-8, then 1 MiB on one stderr line (far
+    // more than a pipe holds), then a short line, then exits. The harness keeps reading
+    // stderr whatever it holds (a reader that stopped would leave the child blocked on a full
+    // pipe, reported as a missing hello after the whole start timeout), and keeps only the
+    // start of each line.
+    let cmd = "printf '\\377\\376 not utf-8\\n' >&2; head -c 1048576 /dev/zero | tr '\\0' x >&2; \
+               printf '\\nlast words\\n' >&2; exit 3";
+    let mut cfg = RunnerConfig::new(cmd);
+    cfg.start_timeout = Duration::from_secs(20);
+    let start = std::time::Instant::now();
+    match Runner::start(cfg) {
+        Err(StartError::NoHello { why, stderr, .. }) => {
+            assert!(why.contains("exited with status Some(3)"), "{why}");
+            assert!(stderr.iter().any(|l| l.contains("not utf-8")), "{stderr:?}");
+            assert!(stderr.iter().any(|l| l == "last words"), "{stderr:?}");
+            assert!(stderr.iter().all(|l| l.len() <= 500), "lines are kept short");
+        }
+        other => panic!("expected NoHello, got {:?}", other.err()),
+    }
+    assert!(start.elapsed() < Duration::from_secs(15), "heard at once, not at the start timeout");
+}

@@ -1202,3 +1202,40 @@ fn saved_json_bytes_are_bare_hex_digit_pairs() {
         assert!(e.detail.to_lowercase().contains(why), "{bad}: {}", e.detail);
     }
 }
+
+#[test]
+fn shapes_a_pte_cannot_hold_are_refused_by_the_type_check_naming_where() {
+    use ptecheck::ir::infer::typecheck_program;
+    let typed = |g: Graph| typecheck_program(&program(vec![("forward", g)], vec![])).map(drop);
+    // A dimension beyond int32 (`Tensor.sizes`), as an input.
+    let b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1 << 31, 1])]);
+    let i = b.input(0);
+    let e = typed(b.finish(&[i])).expect_err("dimension beyond int32");
+    assert_eq!(e.path, "methods[0].graph.inputs[0]", "{e}");
+    assert!(e.detail.contains("does not fit int32"), "{e}");
+    // A constant whose element count overflows holds no values: refused, not wrapped to 0.
+    let b = GraphBuilder::new(vec![f32_const(vec![1 << 32, 1 << 32], vec![])], vec![x()]);
+    let i = b.input(0);
+    let e = typed(b.finish(&[i])).expect_err("overflowing constant");
+    assert_eq!(e.path, "methods[0].graph.constants[0]", "{e}");
+    // A view whose element count overflows (7 x 0x6DB6DB6DB6DB6DB7 wraps to 1).
+    let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1])]);
+    let v = b.op(Op::View { shape: vec![7, 0x6DB6_DB6D_B6DB_6DB7] }, &[b.input(0)]);
+    let e = typed(b.finish(&[v])).expect_err("overflowing view");
+    assert_eq!(e.path, "methods[0].graph.nodes[0]", "{e}");
+    // More than 2^60 elements in one tensor, each dimension within int32.
+    let b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1 << 30, 1 << 30, 2])]);
+    let i = b.input(0);
+    assert!(typed(b.finish(&[i])).expect_err("too many elements").detail.contains("more than"));
+}
+
+#[test]
+fn planned_memory_beyond_int64_is_an_emit_error() {
+    // Two inputs of 2^60 float32 elements: 2^63 planned bytes, one past int64.
+    let big = f32_tensor(vec![1 << 30, 1 << 30]);
+    let b = GraphBuilder::new(vec![], vec![big.clone(), big]);
+    let (i, j) = (b.input(0), b.input(1));
+    let p = program(vec![("forward", b.finish(&[i, j]))], vec![]);
+    let e = emit(&p, &EmitOptions::default()).expect_err("arena beyond int64");
+    assert!(e.to_string().contains("does not fit int64"), "{e}");
+}

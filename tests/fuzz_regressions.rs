@@ -37,6 +37,14 @@ fn tensor(p: &mut Program, v: usize) -> &mut Tensor {
     }
 }
 
+/// Sets argument `arg` of instruction `ins` (a KernelCall) of the first chain to `to`.
+fn set_arg(p: &mut Program, ins: usize, arg: usize, to: i32) {
+    match &mut plan0(p).chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instructions")[ins] {
+        Instruction::KernelCall(k) => k.args.as_mut().expect("args")[arg] = to,
+        _ => panic!("instruction {ins} is not a KernelCall"),
+    }
+}
+
 /// What a crafted input must produce.
 enum Expect {
     Load(&'static str),
@@ -113,6 +121,41 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 d
             },
             Expect::Load("Malformed"),
+        ),
+        (
+            // A tensor without data (no buffer, not planned) declared [2^31-1, 2^31-1]: its
+            // bytes fit u64, so init accepts it; permuting it must not size an index map by it.
+            "kernel-permute-of-a-tensor-without-data.pte",
+            edited("cpu_linear_relu", |p| {
+                let t = tensor(p, 0);
+                t.data_buffer_idx = 0;
+                t.sizes = Some(vec![i32::MAX, i32::MAX]);
+            }),
+            Expect::Execute(ErrorCode::InvalidState),
+        ),
+        (
+            // select_copy of such a tensor: its result has more than 2^60 elements.
+            "kernel-select-of-a-tensor-without-data.pte",
+            edited("map_cpu", |p| {
+                let t = tensor(p, 2);
+                t.allocation_info = None;
+                t.sizes = Some(vec![1, i32::MAX, 1 << 30]);
+                t.dim_order = Some(vec![0, 1, 2]);
+                set_arg(p, 1, 0, 2);
+            }),
+            Expect::Execute(ErrorCode::InvalidState),
+        ),
+        (
+            // addmm of [2^31-1, 0] @ [0, 2^31-1] (no elements either side) with a broadcast
+            // bias: the [2^31-1, 2^31-1] result is refused before anything that size is built.
+            "kernel-matmul-of-empty-operands-with-a-huge-result.pte",
+            edited("cpu_linear_relu", |p| {
+                tensor(p, 1).sizes = Some(vec![1]);
+                tensor(p, 3).sizes = Some(vec![i32::MAX, 0]);
+                tensor(p, 4).sizes = Some(vec![0, i32::MAX]);
+                set_arg(p, 1, 2, 4);
+            }),
+            Expect::Execute(ErrorCode::NotSupported),
         ),
         (
             "delegate-without-processed.pte",

@@ -252,3 +252,74 @@ fn negate_flips_the_sign_of_zero() {
     let bits: Vec<u32> = out.data.iter().map(|x| x.to_bits()).collect();
     assert_eq!(bits, vec![(-0.0f32).to_bits(), 0.0f32.to_bits()]);
 }
+
+#[test]
+fn empty_results_are_made_without_looping_over_their_other_dimensions() {
+    // A batch of 2^60 matrices of [0, 1]: no element, so nothing to loop over (the loader
+    // accepts such a constant: it needs 4 x 0 bytes).
+    let huge = [1 << 15, 1 << 15, 1 << 15, 1 << 15];
+    let a = t(&[huge.as_slice(), &[0, 1]].concat(), &[]);
+    let b = t(&[1, 1], &[2.0]);
+    let out = run(&n2(NodeType::XNNBatchMatrixMultiply, None), &[&a, &b]);
+    assert_eq!(out, t(&[huge.as_slice(), &[0, 1]].concat(), &[]));
+    // 2^40 rows of zero input channels into a filter of no outputs.
+    let fc = node(
+        NodeType::XNNFullyConnected,
+        Payload::FullyConnected { input1_id: 0, filter_id: 1, bias_id: INVALID_ID, output_id: 2, flags: 0 },
+        None,
+    );
+    let out = run(&fc, &[&t(&[1 << 40, 0], &[]), &t(&[0, 0], &[])]);
+    assert_eq!(out, t(&[1 << 40, 0], &[]));
+}
+
+#[test]
+fn constants_decoded_for_a_run_count_against_its_budget() {
+    use pte::xnnpack::{ConstantEntry, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, TensorValue, XValue, XnnGraph};
+    use ptecheck::backends::xnnpack::run_standalone;
+    use ptecheck::runtime::ErrorCode;
+    let value = |id: u32, dims: &[u32], constant: u32, external_id: u32, flags: u32| {
+        XValue::Tensor(TensorValue {
+            datatype: 1,
+            num_dims: dims.len() as u32,
+            dims: Some(dims.to_vec()),
+            constant_buffer_idx: constant,
+            external_id,
+            flags,
+            id_out: id,
+            dq_datatype: 0,
+        })
+    };
+    // y[1,4] = x[1,4] + c[4]; `extra` more values read c's 4 floats.
+    let blob = |extra: u32| {
+        let mut values = vec![
+            value(0, &[1, 4], 0, 0, FLAG_EXTERNAL_INPUT),
+            value(1, &[4], 1, INVALID_ID, 0),
+            value(2, &[1, 4], 0, 1, FLAG_EXTERNAL_OUTPUT),
+        ];
+        values.extend((0..extra).map(|i| value(10 + i, &[4], 1, INVALID_ID, 0)));
+        let g = XnnGraph {
+            version: Some("0".into()),
+            nodes: vec![XNode {
+                node_type: NodeType::XNNAdd,
+                payload: Payload::Node2x1 { input1_id: 0, input2_id: 1, output_id: 2, flags: 0 },
+                debug_handle: 0,
+                output_min_max: None,
+            }],
+            values,
+            num_externs: 2,
+            input_ids: Some(vec![0]),
+            output_ids: Some(vec![2]),
+            constant_buffer: None,
+            mem_buffer_sizes: None,
+            constant_data: Some(vec![ConstantEntry::default(), ConstantEntry { offset: 0, size: 16, named_key: None }]),
+        };
+        let region: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        pte::xnnpack::write(&g, &region)
+    };
+    // Limit 16 elements: a budget of 64 for constants and results together.
+    let out = run_standalone(&blob(10), &[], 1.0, 16).expect("11 constants x 4 + 4 results fit in 64");
+    assert_eq!(out[0].1, t(&[1, 4], &[2., 3., 4., 5.]));
+    let e = run_standalone(&blob(20), &[], 1.0, 16).expect_err("21 constants x 4 do not fit in 64");
+    assert_eq!(e.code, ErrorCode::MemoryAllocationFailed, "{e}");
+    assert!(e.detail.contains("constant xvalues[18]"), "{e}");
+}

@@ -100,7 +100,25 @@ pub fn parse(blob: &[u8]) -> OpResult<Vec<DemoEntry>> {
 
 type T = (Vec<usize>, Vec<f32>);
 
-fn matmul(a: &T, b: &T, b_transposed: bool) -> OpResult<T> {
+/// The elements a result of `shape` holds, refused before anything that size is allocated
+/// when their bytes exceed `limit` or (for an entry's result) they are not its `numel`.
+fn sized(shape: &[usize], numel: Option<usize>, limit: usize, i: usize) -> OpResult<usize> {
+    let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
+    if let Some(numel) = numel
+        && n != Some(numel)
+    {
+        return Err(invalid(format!("entry {i} produces shape {shape:?}, blob says numel {numel}")));
+    }
+    match n {
+        Some(n) if n.checked_mul(4).is_some_and(|b| b <= limit) => Ok(n),
+        _ => Err(OpError::new(
+            ErrorCode::MemoryAllocationFailed,
+            format!("entry {i}: a result of shape {shape:?} exceeds the {limit}-byte memory limit"),
+        )),
+    }
+}
+
+fn matmul(a: &T, b: &T, b_transposed: bool, bound: impl Fn(&[usize]) -> OpResult<usize>) -> OpResult<T> {
     let (sa, sb) = (&a.0, &b.0);
     if sa.len() != 2 || sb.len() != 2 {
         return Err(invalid(format!("matmul of {sa:?} and {sb:?}")));
@@ -110,7 +128,7 @@ fn matmul(a: &T, b: &T, b_transposed: bool) -> OpResult<T> {
     if k != k2 {
         return Err(invalid(format!("matmul inner dims of {sa:?} and {sb:?}")));
     }
-    let mut r = vec![0f32; n * m];
+    let mut r = vec![0f32; bound(&[n, m])?];
     for i in 0..n {
         for j in 0..m {
             let mut acc = 0f32;
@@ -124,14 +142,15 @@ fn matmul(a: &T, b: &T, b_transposed: bool) -> OpResult<T> {
     Ok((vec![n, m], r))
 }
 
-fn add(a: &T, b: &T) -> OpResult<T> {
+fn add(a: &T, b: &T, bound: impl Fn(&[usize]) -> OpResult<usize>) -> OpResult<T> {
     let shape = broadcast_shape(&a.0, &b.0)?;
+    bound(&shape)?;
     let (ma, mb) = (broadcast_index(&shape, &a.0), broadcast_index(&shape, &b.0));
     Ok((shape, ma.iter().zip(&mb).map(|(x, y)| a.1[*x] + b.1[*y]).collect()))
 }
 
-/// Runs the chain of entries on `inputs` (P13).
-pub fn run(entries: &[DemoEntry], inputs: &[T]) -> OpResult<T> {
+/// Runs the chain of entries on `inputs` (P13); no result may take more than `limit` bytes.
+pub fn run(entries: &[DemoEntry], inputs: &[T], limit: usize) -> OpResult<T> {
     let mut next = 0usize;
     let mut prev: Option<T> = None;
     for (i, e) in entries.iter().enumerate() {
@@ -145,11 +164,14 @@ pub fn run(entries: &[DemoEntry], inputs: &[T]) -> OpResult<T> {
             );
             next += 1;
         }
+        // Every result is checked against the entry's numel (and the limit) before it is made.
+        let bound = |shape: &[usize]| sized(shape, Some(e.numel), limit, i);
+        let within = |shape: &[usize]| sized(shape, None, limit, i);
         let r = match e.op {
             DemoOp::Sin => (ops[0].0.clone(), ops[0].1.iter().map(|v| v.sin()).collect()),
-            DemoOp::Mm => matmul(&ops[0], &ops[1], false)?,
-            DemoOp::Add => add(&ops[0], &ops[1])?,
-            DemoOp::Linear => add(&matmul(&ops[0], &ops[1], true)?, &ops[2])?,
+            DemoOp::Mm => matmul(&ops[0], &ops[1], false, bound)?,
+            DemoOp::Add => add(&ops[0], &ops[1], bound)?,
+            DemoOp::Linear => add(&matmul(&ops[0], &ops[1], true, within)?, &ops[2], bound)?,
         };
         if r.1.len() != e.numel {
             return Err(invalid(format!("entry {i} produced {} elements, blob says numel {}", r.1.len(), e.numel)));
@@ -184,7 +206,7 @@ impl Backend for CompilerDemoBackend {
             let x = args.frame.read_f64(v)?;
             inputs.push((args.frame.sizes(v)?, x.iter().map(|f| *f as f32).collect::<Vec<f32>>()));
         }
-        let (shape, values) = run(entries, &inputs)?;
+        let (shape, values) = run(entries, &inputs, args.frame.memory_limit)?;
         args.frame.resize(*out, &shape)?;
         args.frame.write_f64(*out, &values.iter().map(|v| *v as f64).collect::<Vec<_>>())
     }

@@ -182,9 +182,11 @@ impl MethodState<'_> {
     }
 
     fn planned(&mut self, scalar_type: ScalarType, shape: &[usize], dynamic: bool) -> usize {
-        let nbytes = shape.iter().product::<usize>() * scalar_type.element_size().unwrap_or(1);
+        // Typed shapes are bounded (`infer::MAX_NUMEL`); the sum saturates and is refused
+        // below when it does not fit int64.
+        let nbytes = shape.iter().fold(scalar_type.element_size().unwrap_or(1), |a, d| a.saturating_mul(*d));
         let offset = self.arena;
-        self.arena += nbytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
+        self.arena = self.arena.saturating_add(nbytes.div_ceil(ARENA_ALIGN).saturating_mul(ARENA_ALIGN));
         self.planned_any = true;
         self.push(EValue::Tensor(Tensor {
             scalar_type,
@@ -793,6 +795,10 @@ pub(crate) fn emit_typed(
                 r.index = prog.blob(&p.modules[r.index as usize].processed);
             }
         }
+        let arena = i64::try_from(st.arena).map_err(|_| IrError {
+            path: path.clone(),
+            detail: format!("planned memory of {} bytes does not fit int64", st.arena),
+        })?;
         plans.push(ExecutionPlan {
             name: Some(m.name.clone()),
             container_meta_type: Some(ContainerMetadata {
@@ -810,7 +816,7 @@ pub(crate) fn emit_typed(
             }]),
             operators: Some(st.operators),
             delegates: Some(st.delegates),
-            non_const_buffer_sizes: Some(if st.planned_any { vec![0, st.arena as i64] } else { vec![0] }),
+            non_const_buffer_sizes: Some(if st.planned_any { vec![0, arena] } else { vec![0] }),
             non_const_buffer_device: None,
         });
     }

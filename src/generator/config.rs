@@ -7,6 +7,55 @@ use crate::ir::OpKind;
 use arbitrary::Unstructured;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use strum::IntoEnumIterator;
+use thiserror::Error;
+
+/// Largest accepted value of each limit, by member name (`GenConfig::check`). Generation is
+/// bounded by the case's input bytes except for the method count, and nesting depth is
+/// recursion depth, so these are hard limits.
+pub const LIMITS: [(&str, usize); 8] = [
+    ("min_methods", 64),
+    ("max_methods", 64),
+    ("max_depth", 16),
+    ("max_nodes", 1024),
+    ("max_modules", 64),
+    ("max_calls_per_module", 64),
+    ("call_percent", 100),
+    ("control_percent", 100),
+];
+
+/// A configuration the generator refuses, naming the member.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A limit above its largest accepted value.
+    #[error("`{member}` is {value}; at most {max} is accepted")]
+    TooLarge {
+        /// The member.
+        member: &'static str,
+        /// Its value.
+        value: u64,
+        /// The largest accepted.
+        max: u64,
+    },
+    /// `min_methods` above `max_methods`.
+    #[error("`min_methods` ({min}) is above `max_methods` ({max})")]
+    MinAboveMax {
+        /// `min_methods`.
+        min: usize,
+        /// `max_methods`.
+        max: usize,
+    },
+    /// A name in `only_ops` or `only_backends` that names nothing.
+    #[error("`{member}` names `{name}`, which is not one of {known}")]
+    Unknown {
+        /// The member.
+        member: &'static str,
+        /// The name.
+        name: String,
+        /// The names known.
+        known: String,
+    },
+}
 
 /// Generator limits, probabilities and switches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +106,37 @@ impl Default for GenConfig {
 }
 
 impl GenConfig {
+    /// Refuses a configuration the generator cannot honour: a member above its [`LIMITS`]
+    /// entry, more methods at least than at most, or an operator or backend
+    /// name that names nothing (it would be silently ignored).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let values = [
+            self.min_methods,
+            self.max_methods,
+            self.max_depth,
+            self.max_nodes,
+            self.max_modules,
+            self.max_calls_per_module,
+            self.call_percent as usize,
+            self.control_percent as usize,
+        ];
+        for ((member, max), value) in LIMITS.iter().zip(values) {
+            if value > *max {
+                return Err(ConfigError::TooLarge { member, value: value as u64, max: *max as u64 });
+            }
+        }
+        if self.min_methods > self.max_methods {
+            return Err(ConfigError::MinAboveMax { min: self.min_methods, max: self.max_methods });
+        }
+        let unknown = |member: &'static str, names: &Option<BTreeSet<String>>, known: Vec<String>| {
+            let bad = names.iter().flatten().find(|n| !known.contains(n));
+            bad.map_or(Ok(()), |name| Err(ConfigError::Unknown { member, name: name.clone(), known: known.join(", ") }))
+        };
+        unknown("only_ops", &self.only_ops, OpKind::iter().map(|k| k.name().to_string()).collect())?;
+        let backends = crate::backends::default_backends().iter().map(|b| b.id().to_string()).collect();
+        unknown("only_backends", &self.only_backends, backends)
+    }
+
     /// One swarm draw below `self`: each limit uniformly in `[least, configured]`, the
     /// probabilities redrawn within the configured ones, each switch kept on with chance 1/2.
     /// Calls stay on whenever the configuration allows them: they are what most invariants are

@@ -100,7 +100,7 @@ fn op_type(op: &Op, a: &[&ValueType], path: &str) -> Result<ValueType, IrError> 
                 .iter()
                 .map(|x| usize::try_from(*x).map_err(|_| err(path, format!("view size {x} is negative"))))
                 .collect::<Result<_, _>>()?;
-            if out.iter().product::<usize>() != s.iter().product::<usize>() {
+            if checked_numel(&out) != checked_numel(s) {
                 return Err(err(path, format!("view {out:?} of {s:?} changes the element count")));
             }
             t(d, out, false)
@@ -382,18 +382,44 @@ pub fn graph_io(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<(Vec
     Ok((types[c..c + g.inputs.len()].to_vec(), g.outputs.iter().map(|r| types[*r].clone()).collect()))
 }
 
-/// Types of every ref of a graph (constants, inputs, node outputs).
+/// Most elements of one tensor: its bytes (at most 8 per element) fit the int64 sizes of a
+/// `.pte` and its arena.
+pub const MAX_NUMEL: usize = 1 << 60;
+
+/// Elements of `shape`, or `None` when they overflow.
+fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))
+}
+
+/// Refuses a tensor type a `.pte` cannot hold: a dimension beyond int32 (`Tensor.sizes`) or
+/// more than [`MAX_NUMEL`] elements.
+fn representable(t: &ValueType, path: &str) -> Result<(), IrError> {
+    let ValueType::Tensor { shape, .. } = t else { return Ok(()) };
+    if let Some(d) = shape.iter().position(|d| i32::try_from(*d).is_err()) {
+        return Err(err(path, format!("shape {shape:?}: dimension {d} does not fit int32")));
+    }
+    if checked_numel(shape).is_none_or(|n| n > MAX_NUMEL) {
+        return Err(err(path, format!("shape {shape:?} has more than {MAX_NUMEL} elements")));
+    }
+    Ok(())
+}
+
+/// Types of every ref of a graph (constants, inputs, node outputs), each one a `.pte` can hold.
 pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<Vec<ValueType>, IrError> {
     let mut types: Vec<ValueType> = Vec::new();
     for (i, c) in g.constants.iter().enumerate() {
-        let n: usize = c.shape.iter().product();
-        if n != c.values.len() {
+        if checked_numel(&c.shape) != Some(c.values.len()) {
             return Err(err(
                 &format!("{path}.constants[{i}]"),
                 format!("{} values for shape {:?}", c.values.len(), c.shape),
             ));
         }
-        types.push(ValueType::tensor(c.dtype, c.shape.clone()));
+        let t = ValueType::tensor(c.dtype, c.shape.clone());
+        representable(&t, &format!("{path}.constants[{i}]"))?;
+        types.push(t);
+    }
+    for (i, t) in g.inputs.iter().enumerate() {
+        representable(t, &format!("{path}.inputs[{i}]"))?;
     }
     types.extend(g.inputs.iter().cloned());
     for (i, n) in g.nodes.iter().enumerate() {
@@ -405,6 +431,9 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
             }
             e
         })?;
+        for t in &out {
+            representable(t, &format!("{path}.nodes[{i}]"))?;
+        }
         types.extend(out);
     }
     for (k, r) in g.outputs.iter().enumerate() {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -18,6 +18,8 @@ use thiserror::Error;
 pub const MAX_LINE: usize = 64 << 20;
 /// Stderr lines kept for reports.
 pub const STDERR_TAIL: usize = 20;
+/// Bytes of one stderr line read (the rest of a longer line is dropped).
+const STDERR_LINE: usize = 4096;
 
 /// How to run a runner.
 #[derive(Clone, Debug)]
@@ -149,6 +151,38 @@ enum Line {
     TooLong,
 }
 
+/// Reads one line of at most `max` bytes (newline excluded) into `buf`, which is emptied
+/// first; the rest of a longer line is read and dropped a chunk at a time, so memory stays
+/// bounded by `max` whatever the child writes. `Ok(None)` at end of input, else whether the
+/// line was longer than `max`.
+fn read_line_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    if (&mut *r).take(max as u64 + 1).read_until(b'\n', buf)? == 0 {
+        return Ok(None);
+    }
+    if buf.ends_with(b"\n") {
+        buf.pop();
+        return Ok(Some(false));
+    }
+    if buf.len() <= max {
+        // The last line, without a newline.
+        return Ok(Some(false));
+    }
+    loop {
+        let (done, used) = {
+            let chunk = r.fill_buf()?;
+            match chunk.iter().position(|b| *b == b'\n') {
+                Some(i) => (true, i + 1),
+                None => (chunk.is_empty(), chunk.len()),
+            }
+        };
+        r.consume(used);
+        if done {
+            return Ok(Some(true));
+        }
+    }
+}
+
 struct Proc {
     child: Child,
     stdin: ChildStdin,
@@ -173,38 +207,36 @@ impl Proc {
         let stdin = child.stdin.take().ok_or_else(|| spawn_err("stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| spawn_err("stdout"))?;
         let stderr_pipe = child.stderr.take().ok_or_else(|| spawn_err("stderr"))?;
-        let (tx, lines) = channel();
+        // One line waits in the channel at most: a child that writes while nobody asks blocks
+        // on its own stdout instead of filling the harness's memory.
+        let (tx, lines) = sync_channel(1);
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
-            loop {
-                let mut buf = Vec::new();
-                match (&mut r).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let line = if buf.len() > MAX_LINE && !buf.ends_with(b"\n") {
-                            // Discard the rest of the over-long line.
-                            let mut sink = Vec::new();
-                            let _ = r.read_until(b'\n', &mut sink);
-                            Line::TooLong
-                        } else {
-                            Line::Text(String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string())
-                        };
-                        if tx.send(line).is_err() {
-                            break;
-                        }
-                    }
+            let mut buf = Vec::new();
+            while let Ok(Some(too_long)) = read_line_bounded(&mut r, MAX_LINE, &mut buf) {
+                let line = if too_long {
+                    Line::TooLong
+                } else {
+                    Line::Text(String::from_utf8_lossy(&buf).trim_end_matches('\r').to_string())
+                };
+                if tx.send(line).is_err() {
+                    break;
                 }
             }
         });
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let keep = stderr.clone();
         std::thread::spawn(move || {
-            for line in BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+            // Lines of any length and any bytes: each kept as its first characters, so the
+            // reader never stops (a child blocked on a full stderr pipe would look hung).
+            let mut r = BufReader::new(stderr_pipe);
+            let mut buf = Vec::new();
+            while let Ok(Some(_)) = read_line_bounded(&mut r, STDERR_LINE, &mut buf) {
                 let mut q = keep.lock().unwrap_or_else(|p| p.into_inner());
                 if q.len() == STDERR_TAIL {
                     q.pop_front();
                 }
-                q.push_back(line.chars().take(500).collect());
+                q.push_back(String::from_utf8_lossy(&buf).chars().take(500).collect());
             }
         });
         Ok(Proc { child, stdin, lines, stderr })

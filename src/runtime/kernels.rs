@@ -22,10 +22,12 @@ fn bad(detail: impl Into<String>) -> OpError {
     OpError::new(ErrorCode::InvalidArgument, detail)
 }
 
+/// Row-major strides. Saturating: a shape with a zero dimension may have an overflowing
+/// partial product, and its strides are never used to index.
 fn strides(sizes: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; sizes.len()];
+    let mut s = vec![1usize; sizes.len()];
     for i in (0..sizes.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * sizes[i + 1];
+        s[i] = s[i + 1].saturating_mul(sizes[i + 1]);
     }
     s
 }
@@ -250,6 +252,8 @@ fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
     let x = f.read_f64(m1)?;
     let w = f.read_f64(m2)?;
     let shape = vec![n, m];
+    // Bounds `n * m` (by the output's slot or the memory limit) before anything that size.
+    f.resize(out, &shape)?;
     let b = match bias {
         Some(bv) => {
             let sb = f.sizes(bv)?;
@@ -263,7 +267,6 @@ fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
         }
         None => vec![0.0; n * m],
     };
-    f.resize(out, &shape)?;
     let single = f.dtype(out)? == ScalarType::FLOAT;
     let mut r = vec![0.0; n * m];
     for i in 0..n {
@@ -314,6 +317,8 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         return Err(bad(format!("permutation {dims:?} invalid for rank {}", s.len())));
     }
     let out_shape: Vec<usize> = dims.iter().map(|d| s[*d]).collect();
+    // The source's elements exist (it has data) before a map of that many is built.
+    f.bytes(a[0])?;
     let in_strides = strides(&s);
     let numel: usize = out_shape.iter().product();
     let mut idx = vec![0usize; out_shape.len()];
@@ -363,6 +368,8 @@ fn select_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
             format!("index {index} out of range for size {}", s[dim]),
         ));
     }
+    // The source's elements exist (it has data) before a map of that many is built.
+    f.bytes(a[0])?;
     let st = strides(&s);
     let out_shape: Vec<usize> = s.iter().enumerate().filter(|(d, _)| *d != dim).map(|(_, v)| *v).collect();
     let numel: usize = out_shape.iter().product();
@@ -539,6 +546,10 @@ fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if broadcast_shape(&ss, &dst_shape)? != dst_shape {
         return Err(bad(format!("cannot copy {ss:?} into {dst_shape:?}")));
     }
+    // Both destinations are bounded (their slots, or the memory limit) before the map.
+    for out in [a[0], a[3]] {
+        f.resize(out, &dst_shape)?;
+    }
     let map = broadcast_index(&dst_shape, &ss);
     for out in [a[0], a[3]] {
         if is_float(f.dtype(out)?) {
@@ -579,13 +590,13 @@ fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let src = f.tensor(a[0])?.clone();
     let want = f.int_list(a[1])?;
     let numel = src.numel();
-    let known: i64 = want.iter().filter(|d| **d >= 0).product();
-    let sizes: Vec<usize> = want
-        .iter()
-        .map(|d| if *d < 0 { if known == 0 { 0 } else { numel / known as usize } } else { *d as usize })
-        .collect();
-    if sizes.iter().product::<usize>() != numel {
-        return Err(bad(format!("et_view: {want:?} does not match {} elements", numel)));
+    let mismatch = || bad(format!("et_view: {want:?} does not match {numel} elements"));
+    let known = want.iter().filter(|d| **d >= 0).try_fold(1usize, |a, d| a.checked_mul(usize::try_from(*d).ok()?));
+    let known = known.ok_or_else(mismatch)?;
+    let sizes: Vec<usize> =
+        want.iter().map(|d| if *d < 0 { numel.checked_div(known).unwrap_or(0) } else { *d as usize }).collect();
+    if sizes.iter().try_fold(1usize, |a, d| a.checked_mul(*d)) != Some(numel) {
+        return Err(mismatch());
     }
     let tid = f.tensor_id(a[2])?;
     let out = &mut f.tensors[tid];

@@ -275,7 +275,7 @@ fn constant_rejections() {
     // ... and found under its key: the named bytes, not the region's.
     g.constant_data.as_mut().expect("cd")[1].named_key = Some("w".into());
     let l = xnnpack::load(&xnnpack::write(&g, &r), Some(&named)).expect("found");
-    assert_eq!(l.constants[&1], vec![0u8; 48]);
+    assert_eq!(&l.constants[&1][..], &[0u8; 48][..]);
 }
 
 #[test]
@@ -290,7 +290,7 @@ fn bare_blobs_read_constants_from_the_deprecated_table_only() {
     g.constant_buffer = Some(vec![None, Some(region[..48].to_vec()), Some(region[48..60].to_vec())]);
     let l = xnnpack::load(&xnnpack::write_flatbuffer(&g), None).expect("bare blob with constant_buffer");
     assert!(l.blob.header.is_none());
-    assert_eq!(l.constants[&2], region[48..60].to_vec());
+    assert_eq!(&l.constants[&2][..], &region[48..60]);
 }
 
 // --- Nodes
@@ -419,4 +419,42 @@ fn a_quantisation_parameter_tag_outside_the_schema_is_rejected() {
         assert_eq!(e, XnnError::QuantParamsType { index: 0, tag });
         assert_eq!(e.et_code(), 0x11);
     }
+}
+
+#[test]
+fn values_reading_one_constant_share_one_copy() {
+    // 200 more values read W: through its own table entry, through 200 more entries over the
+    // same region range, and through two entries naming one key. The loader keeps one copy of
+    // each distinct source, so what it makes is bounded by the blob and its named data.
+    let (mut g, region) = base();
+    let table = g.constant_data.as_mut().expect("table");
+    let same_range = table.len() as u32;
+    table.push(ConstantEntry { offset: 0, size: 48, named_key: None });
+    let named_at = table.len() as u32;
+    table.push(ConstantEntry { offset: 0, size: 0, named_key: Some("w".into()) });
+    table.push(ConstantEntry { offset: 0, size: 0, named_key: Some("w".into()) });
+    for i in 0..200u32 {
+        let idx = match i % 4 {
+            0 => 1,
+            1 => same_range,
+            2 => named_at,
+            _ => named_at + 1,
+        };
+        g.values.push(value(100 + i, &[3, 4], idx, INVALID_ID, 0));
+    }
+    let named_bytes = vec![1u8; 48];
+    let named: &[(&str, &[u8])] = &[("w", &named_bytes)];
+    let l = xnnpack::load(&xnnpack::write(&g, &region), Some(named)).expect("valid");
+    assert_eq!(l.constants.len(), 202);
+    let distinct: Vec<*const u8> = {
+        let mut v: Vec<*const u8> = l.constants.values().map(|c| c.as_ptr()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    // W's range (entries 1 and `same_range`), b's range, and the key: three copies in all.
+    assert_eq!(distinct.len(), 3, "one copy per distinct source");
+    assert!(std::sync::Arc::ptr_eq(&l.constants[&1], &l.constants[&4]), "one range, two entries");
+    assert!(std::sync::Arc::ptr_eq(&l.constants[&6], &l.constants[&7]), "one key, two entries");
+    assert_eq!(&l.constants[&6][..], &named_bytes[..]);
 }

@@ -73,8 +73,10 @@ fn checked_numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))
 }
 
+/// Elements of `shape`: 0 when any dimension is 0 (however large the others), saturating at
+/// `usize::MAX` otherwise, so that a count from a file never overflows.
 fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+    if shape.contains(&0) { 0 } else { checked_numel(shape).unwrap_or(usize::MAX) }
 }
 
 /// `std::min(std::max(x, lo), hi)`, as XNNPACK's reference clamp.
@@ -183,8 +185,10 @@ fn fully_connected(x: &T, w: &T, bias: Option<&T>, flags: u32, limit: usize) -> 
         return Err(format!("bias shape {:?} is not [{n_out}]", b.shape));
     }
     let rows = numel(&x.shape[..x.shape.len() - 1]);
-    let mut data = Vec::with_capacity(within(rows.checked_mul(n_out), limit)?);
-    for r in 0..rows {
+    let n = within(rows.checked_mul(n_out), limit)?;
+    let mut data = Vec::with_capacity(n);
+    // An empty result is made by no loop (its rows may be astronomically many).
+    for r in 0..if n == 0 { 0 } else { rows } {
         for o in 0..n_out {
             let mut acc = bias.map_or(0.0, |b| b.data[o]);
             for i in 0..k {
@@ -215,8 +219,10 @@ fn batch_matmul(a: &T, b: &T, flags: u32, limit: usize) -> NodeResult<T> {
     let batch = broadcast_shape(&a.shape[..ra - 2], &b.shape[..rb - 2])?;
     let mut shape = batch.clone();
     shape.extend([m, n]);
-    let mut data = Vec::with_capacity(within(checked_numel(&shape), limit)?);
-    let nb = numel(&batch);
+    let n_out = within(checked_numel(&shape), limit)?;
+    let mut data = Vec::with_capacity(n_out);
+    // An empty result is made by no loop (its batch may be astronomically large).
+    let nb = if n_out == 0 { 0 } else { numel(&batch) };
     let mut idx = vec![0; batch.len()];
     for _ in 0..nb {
         let pa = source_index(&idx, &batch, &a.shape[..ra - 2]) * m * k;
@@ -264,7 +270,7 @@ fn transpose(x: &T, perm: &[u32]) -> NodeResult<T> {
     // Row-major strides of the input.
     let mut strides = vec![1usize; x.shape.len()];
     for d in (0..x.shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * x.shape[d + 1];
+        strides[d] = strides[d + 1].saturating_mul(x.shape[d + 1]);
     }
     let n = numel(&shape);
     let mut data = Vec::with_capacity(n);
@@ -283,7 +289,9 @@ fn transpose(x: &T, perm: &[u32]) -> NodeResult<T> {
 
 fn reshape(x: &T, new_shape: &[u32]) -> NodeResult<T> {
     let n = x.data.len();
-    let known: usize = new_shape.iter().filter(|d| **d != 0).map(|d| *d as usize).product();
+    let Some(known) = new_shape.iter().filter(|d| **d != 0).try_fold(1usize, |a, d| a.checked_mul(*d as usize)) else {
+        return Err(format!("{n} elements do not fill {new_shape:?}"));
+    };
     let shape: Vec<usize> = if new_shape.contains(&0) {
         if known == 0 || !n.is_multiple_of(known) {
             return Err(format!("{n} elements do not fill {new_shape:?}"));

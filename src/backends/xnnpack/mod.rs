@@ -62,8 +62,9 @@ pub struct Compiled {
     /// The named data entries the blob names that were there when it compiled, as they were.
     reads: Vec<(String, Vec<u8>)>,
     blob: LoadedBlob,
-    /// Constants decoded to float32 tensors, by value index.
-    constants: BTreeMap<usize, T>,
+    /// The shape of each constant, by value index (its bytes are the loaded blob's; they are
+    /// decoded at each run, within the run's budget).
+    constants: BTreeMap<usize, Vec<usize>>,
     /// `(external id, value index)` of inputs and outputs, by external id.
     inputs: Vec<(u32, usize)>,
     outputs: Vec<(u32, usize)>,
@@ -113,14 +114,8 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
     }
     let constants = blob
         .constants
-        .iter()
-        .map(|(v, bytes)| {
-            let shape: Vec<usize> = g.values[*v].tensor().shape().iter().map(|d| *d as usize).collect();
-            let n: usize = shape.iter().product();
-            let mut data = f32s(bytes);
-            data.truncate(n);
-            (*v, T::new(shape, data))
-        })
+        .keys()
+        .map(|v| (*v, g.values[*v].tensor().shape().iter().map(|d| *d as usize).collect()))
         .collect();
     let inputs = blob.externals(FLAG_EXTERNAL_INPUT);
     let outputs = blob.externals(FLAG_EXTERNAL_OUTPUT);
@@ -142,20 +137,42 @@ impl Compiled {
     }
 
     /// Runs the nodes on `inputs` (value index, tensor); every value computed, by value index.
-    /// No result may exceed `limit` elements, nor all results together `limit` × 4.
-    /// `Err((node, why))` names the node that failed.
-    fn evaluate(&self, inputs: Vec<(usize, T)>, limit: usize) -> Result<Vec<Option<T>>, (usize, String)> {
+    /// No result may exceed `limit` elements, nor all constants and results together
+    /// `limit` × 4.
+    fn evaluate(&self, inputs: Vec<(usize, T)>, limit: usize) -> OpResult<Vec<Option<T>>> {
         let mut budget = limit.saturating_mul(4);
         let g = &self.blob.blob.graph;
         let mut vals: Vec<Option<T>> = vec![None; g.values.len()];
-        for (v, t) in &self.constants {
-            vals[*v] = Some(t.clone());
+        for (v, shape) in &self.constants {
+            // The loader checked that the bytes hold the shape's elements; many values may
+            // read one constant, so each decoded copy counts against the budget.
+            let n =
+                shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d)).filter(|n| *n <= budget).ok_or_else(|| {
+                    OpError::new(
+                        ErrorCode::MemoryAllocationFailed,
+                        format!(
+                            "constant xvalues[{v}] {shape:?} exceeds what is left of {} elements",
+                            limit.saturating_mul(4)
+                        ),
+                    )
+                })?;
+            budget -= n;
+            let bytes = self.blob.constants.get(v).and_then(|b| b.get(..n * 4)).ok_or_else(|| {
+                OpError::new(
+                    ErrorCode::Internal,
+                    format!("constant xvalues[{v}] has fewer bytes than its shape {shape:?}"),
+                )
+            })?;
+            vals[*v] = Some(T::new(shape.clone(), f32s(bytes)));
         }
         for (v, t) in inputs {
             vals[v] = Some(t);
         }
         for &i in &self.blob.order {
             let node = &g.nodes[i];
+            let failed = |what: String| {
+                OpError::new(ErrorCode::Internal, format!("xnodes[{i}] ({}): {what}", node.node_type.name()))
+            };
             let ins = node
                 .payload
                 .inputs(node.node_type)
@@ -165,13 +182,13 @@ impl Compiled {
                         .by_id
                         .get(&id)
                         .and_then(|v| vals[*v].as_ref())
-                        .ok_or_else(|| (i, format!("{field} = {id} has no value yet")))
+                        .ok_or_else(|| failed(format!("{field} = {id} has no value yet")))
                 })
-                .collect::<Result<Vec<&T>, _>>()?;
-            let out = interp::run_node(node, &ins, limit.min(budget)).map_err(|e| (i, e))?;
+                .collect::<OpResult<Vec<&T>>>()?;
+            let out = interp::run_node(node, &ins, limit.min(budget)).map_err(failed)?;
             budget = budget.saturating_sub(out.data.len());
             for (field, id) in node.payload.outputs() {
-                let v = *self.blob.by_id.get(&id).ok_or_else(|| (i, format!("{field} = {id} undefined")))?;
+                let v = *self.blob.by_id.get(&id).ok_or_else(|| failed(format!("{field} = {id} undefined")))?;
                 vals[v] = Some(out.clone());
             }
         }
@@ -180,7 +197,6 @@ impl Compiled {
 
     /// Runs the graph on the call's arguments.
     fn run(&self, args: &mut DelegateArgs<'_, '_>) -> OpResult<()> {
-        let g = &self.blob.blob.graph;
         let slot = |ext: u32| -> OpResult<usize> {
             args.args.get(ext as usize).copied().ok_or_else(|| {
                 OpError::new(
@@ -209,9 +225,7 @@ impl Compiled {
             inputs.push((v, T::new(shape, f32s(args.frame.bytes(s)?))));
         }
         let limit = args.frame.memory_limit / 4;
-        let vals = self.evaluate(inputs, limit).map_err(|(i, what)| {
-            OpError::new(ErrorCode::Internal, format!("xnodes[{i}] ({}): {what}", g.nodes[i].node_type.name()))
-        })?;
+        let vals = self.evaluate(inputs, limit)?;
         for &(ext, v) in &self.outputs {
             let s = slot(ext)?;
             let t = vals[v].as_ref().ok_or_else(|| {
@@ -245,9 +259,7 @@ pub fn run_standalone(processed: &[u8], named: &[(&str, &[u8])], fill: f32, limi
         })?;
         inputs.push((v, T::new(shape, vec![fill; n])));
     }
-    let vals = c.evaluate(inputs, limit).map_err(|(i, what)| {
-        OpError::new(ErrorCode::Internal, format!("xnodes[{i}] ({}): {what}", g.nodes[i].node_type.name()))
-    })?;
+    let vals = c.evaluate(inputs, limit)?;
     Ok(c.outputs.iter().filter_map(|&(ext, v)| vals[v].clone().map(|t| (ext, t))).collect())
 }
 

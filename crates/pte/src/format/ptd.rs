@@ -144,7 +144,7 @@ pub fn load_ptd(data: &[u8]) -> Result<LoadedPtd<'_>, FormatError> {
         if end > region.len() as u64 {
             return Err(FormatError::SegmentPastEnd {
                 index: si,
-                start: base + s.offset(),
+                start: base.saturating_add(s.offset()),
                 end: base.saturating_add(end),
                 limit: seg_end,
             });

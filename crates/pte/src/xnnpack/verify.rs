@@ -6,6 +6,7 @@
 use super::XnnError;
 use super::model::*;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 type R<T> = Result<T, XnnError>;
 
@@ -16,8 +17,10 @@ pub struct LoadedBlob {
     pub blob: XnnBlob,
     /// Value index for each `id_out`.
     pub by_id: BTreeMap<u32, usize>,
-    /// Constant bytes per value index (constants only).
-    pub constants: BTreeMap<usize, Vec<u8>>,
+    /// Constant bytes per value index (constants only). Values reading the same bytes (one
+    /// table entry, one region range, one named key) share one copy, so what a blob makes is
+    /// bounded by the blob and its named data, however many values point at one constant.
+    pub constants: BTreeMap<usize, Arc<[u8]>>,
     /// Node indices, producers before consumers (stable: stored order where free).
     pub order: Vec<usize>,
 }
@@ -57,6 +60,7 @@ pub fn verify(blob: XnnBlob, named: NamedData<'_>) -> R<LoadedBlob> {
     let mut by_id: BTreeMap<u32, usize> = BTreeMap::new();
     let mut by_ext: BTreeMap<u32, usize> = BTreeMap::new();
     let mut constants = BTreeMap::new();
+    let mut copies: BTreeMap<Source<'_>, Arc<[u8]>> = BTreeMap::new();
     for (index, v) in g.values.iter().enumerate() {
         let t = v.tensor();
         if t.flags & !(FLAG_EXTERNAL_INPUT | FLAG_EXTERNAL_OUTPUT) != 0 {
@@ -95,14 +99,14 @@ pub fn verify(blob: XnnBlob, named: NamedData<'_>) -> R<LoadedBlob> {
             if t.flags != 0 {
                 return Err(XnnError::ExternalMismatch { index, flags: t.flags, external_id: t.external_id });
             }
-            let bytes = constant(&blob, index, t.constant_buffer_idx, named)?;
+            let (source, bytes) = constant(&blob, index, t.constant_buffer_idx, named)?;
             if let Some(size) = dt.element_size() {
                 let expected = t.shape().iter().fold(size as u64, |a, d| a.saturating_mul(u64::from(*d)));
                 if (bytes.len() as u64) < expected {
                     return Err(XnnError::ConstantSize { index, expected, actual: bytes.len() as u64 });
                 }
             }
-            constants.insert(index, bytes);
+            constants.insert(index, copies.entry(source).or_insert_with(|| Arc::from(bytes)).clone());
         }
         if let XValue::Quantized { params, .. } = v {
             for idx in scale_buffers(params) {
@@ -125,9 +129,21 @@ fn scale_buffers(p: &QuantParams) -> Vec<u32> {
     }
 }
 
-/// The bytes of constant `idx` for value `index`: from `constant_data` when the blob has a
-/// header, from the deprecated `constant_buffer` when it does not (the runtime's rule).
-fn constant(blob: &XnnBlob, index: usize, idx: u32, named: NamedData<'_>) -> R<Vec<u8>> {
+/// Where a constant's bytes are: what makes two values' constants the same bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Source<'a> {
+    /// Entry `idx` of the deprecated `constant_buffer`.
+    Buffer(u32),
+    /// `(offset, size)` in the constant region after the header.
+    Region(u64, u64),
+    /// A named data key.
+    Named(&'a str),
+}
+
+/// Where the bytes of constant `idx` for value `index` are, and the bytes: from
+/// `constant_data` when the blob has a header, from the deprecated `constant_buffer` when it
+/// does not (the runtime's rule).
+fn constant<'b>(blob: &'b XnnBlob, index: usize, idx: u32, named: NamedData<'b>) -> R<(Source<'b>, &'b [u8])> {
     let g = &blob.graph;
     match &blob.header {
         None => {
@@ -142,7 +158,8 @@ fn constant(blob: &XnnBlob, index: usize, idx: u32, named: NamedData<'_>) -> R<V
                 table: "constant_buffer",
                 len: table.len(),
             })?;
-            entry.clone().ok_or(XnnError::ConstantNull { index, idx, table: "constant_buffer" })
+            let bytes = entry.as_deref().ok_or(XnnError::ConstantNull { index, idx, table: "constant_buffer" })?;
+            Ok((Source::Buffer(idx), bytes))
         }
         Some(h) => {
             let table = g.constant_data.as_ref().ok_or(XnnError::ConstantTableMissing {
@@ -166,7 +183,7 @@ fn constant(blob: &XnnBlob, index: usize, idx: u32, named: NamedData<'_>) -> R<V
                     named
                         .iter()
                         .find(|(k, _)| k == key)
-                        .map(|(_, d)| d.to_vec())
+                        .map(|(_, d)| (Source::Named(key), *d))
                         .ok_or_else(|| XnnError::NamedKeyMissing { index, idx, key: key.clone() })
                 }
                 None => {
@@ -175,7 +192,7 @@ fn constant(blob: &XnnBlob, index: usize, idx: u32, named: NamedData<'_>) -> R<V
                         return Err(XnnError::ConstantRange { index, idx, offset: e.offset, size: e.size, region });
                     }
                     let (o, s) = (e.offset as usize, e.size as usize);
-                    Ok(blob.constant_region[o..o + s].to_vec())
+                    Ok((Source::Region(e.offset, e.size), &blob.constant_region[o..o + s]))
                 }
             }
         }
@@ -183,7 +200,7 @@ fn constant(blob: &XnnBlob, index: usize, idx: u32, named: NamedData<'_>) -> R<V
 }
 
 /// Checks every node and returns a stable topological order.
-fn check_nodes(g: &XnnGraph, by_id: &BTreeMap<u32, usize>, constants: &BTreeMap<usize, Vec<u8>>) -> R<Vec<usize>> {
+fn check_nodes(g: &XnnGraph, by_id: &BTreeMap<u32, usize>, constants: &BTreeMap<usize, Arc<[u8]>>) -> R<Vec<usize>> {
     // Which node writes each value.
     let mut writer: BTreeMap<usize, usize> = BTreeMap::new();
     for (index, n) in g.nodes.iter().enumerate() {
