@@ -158,6 +158,65 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
             Expect::Execute(ErrorCode::NotSupported),
         ),
         (
+            // copy_ into a tensor without data declared [2^31-1, 2^31-1]: the destination is
+            // bounded before a map of its elements is built.
+            "kernel-copy-into-a-tensor-without-data.pte",
+            edited("cpu_add_mul", |p| {
+                let plan = plan0(p);
+                let ops = plan.operators.as_mut().expect("operators");
+                ops.push(Operator { name: Some("aten::copy_".into()), overload: Some(String::new()) });
+                let op = ops.len() as i32 - 1;
+                let values = plan.values.as_mut().expect("values");
+                let at = values.len() as i32;
+                values.push(EValue::Tensor(Tensor {
+                    scalar_type: ScalarType::FLOAT,
+                    sizes: Some(vec![i32::MAX, i32::MAX]),
+                    dim_order: Some(vec![0, 1]),
+                    ..Tensor::default()
+                }));
+                values.push(EValue::Int(1));
+                values.push(EValue::Bool(false));
+                let ins = &mut plan.chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instructions");
+                ins.insert(
+                    0,
+                    Instruction::KernelCall(KernelCall { op_index: op, args: Some(vec![at, at + 1, at + 2, at]) }),
+                );
+            }),
+            Expect::Execute(ErrorCode::MemoryAllocationFailed),
+        ),
+        (
+            // et_view to sizes whose product overflows (7 x 0x6DB6DB6DB6DB6DB7 wraps to 1, the
+            // operand's element count): refused, not a tensor of that shape.
+            "kernel-view-to-sizes-whose-product-overflows.pte",
+            {
+                use ptecheck::emit::{EmitOptions, emit};
+                use ptecheck::ir::build::{GraphBuilder, f32_tensor};
+                use ptecheck::ir::{IrMethod, IrProgram, Op};
+                let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1])]);
+                let v = b.op(Op::View { shape: vec![1, 1] }, &[b.input(0)]);
+                let ir = IrProgram {
+                    methods: vec![IrMethod { name: "forward".into(), graph: b.finish(&[v]) }],
+                    modules: vec![],
+                    named_data: vec![],
+                };
+                let mut e = emit(&ir, &EmitOptions::default()).expect("emits");
+                let p = &mut e.program;
+                let values = plan0(p).values.as_mut().expect("values");
+                let items = values
+                    .iter()
+                    .find_map(|v| match v {
+                        EValue::IntList(items) => items.clone(),
+                        _ => None,
+                    })
+                    .expect("the view's sizes");
+                for (item, to) in items.iter().zip([7, 0x6DB6_DB6D_B6DB_6DB7]) {
+                    values[*item as usize] = EValue::Int(to);
+                }
+                e.to_bytes().expect("writes")
+            },
+            Expect::Execute(ErrorCode::InvalidArgument),
+        ),
+        (
             "delegate-without-processed.pte",
             edited("demo_backend_whole_module", |p| plan0(p).delegates.as_mut().expect("d")[0].processed = None),
             Expect::Init(ErrorCode::InvalidProgram),
