@@ -137,3 +137,21 @@ fn a_method_exposes_the_trace_it_records_into() {
     assert_eq!(inits, loaded.program.plans()[0].delegate_list().len());
     assert!(inits > 0);
 }
+
+#[test]
+fn the_compiler_demo_checks_a_result_against_its_entry_and_the_limit_before_making_it() {
+    use ptecheck::backends::compiler_demo::{DemoEntry, DemoOp, run};
+    use ptecheck::runtime::ErrorCode;
+    let n = 1usize << 20;
+    // [2^20, 0] @ [0, 2^20]: no element either side, a 2^40-element result.
+    let ins = [(vec![n, 0], vec![]), (vec![0, n], vec![])];
+    let e = run(&[DemoEntry { op: DemoOp::Mm, numel: n * n }], &ins, 1 << 20).expect_err("over the limit");
+    assert_eq!(e.code, ErrorCode::MemoryAllocationFailed, "{e}");
+    let e = run(&[DemoEntry { op: DemoOp::Mm, numel: 4 }], &ins, 1 << 20).expect_err("not the entry's numel");
+    assert_eq!(e.code, ErrorCode::InvalidProgram, "{e}");
+    assert!(e.detail.contains("entry 0 produces shape [1048576, 1048576], blob says numel 4"), "{e}");
+    // Within both, it computes.
+    let small = [(vec![1, 2], vec![1.0, 2.0]), (vec![2, 1], vec![3.0, 4.0])];
+    let (shape, values) = run(&[DemoEntry { op: DemoOp::Mm, numel: 1 }], &small, 1 << 20).expect("runs");
+    assert_eq!((shape, values), (vec![1, 1], vec![11.0]));
+}
