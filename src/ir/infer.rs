@@ -392,14 +392,14 @@ fn checked_numel(shape: &[usize]) -> Option<usize> {
 }
 
 /// Refuses a tensor type a `.pte` cannot hold: a dimension beyond int32 (`Tensor.sizes`) or
-/// more than [`MAX_NUMEL`] elements.
-fn representable(t: &ValueType, path: &str) -> Result<(), IrError> {
+/// more than [`MAX_NUMEL`] elements. `path` is spelled only for an error.
+fn representable(t: &ValueType, path: impl FnOnce() -> String) -> Result<(), IrError> {
     let ValueType::Tensor { shape, .. } = t else { return Ok(()) };
     if let Some(d) = shape.iter().position(|d| i32::try_from(*d).is_err()) {
-        return Err(err(path, format!("shape {shape:?}: dimension {d} does not fit int32")));
+        return Err(err(&path(), format!("shape {shape:?}: dimension {d} does not fit int32")));
     }
     if checked_numel(shape).is_none_or(|n| n > MAX_NUMEL) {
-        return Err(err(path, format!("shape {shape:?} has more than {MAX_NUMEL} elements")));
+        return Err(err(&path(), format!("shape {shape:?} has more than {MAX_NUMEL} elements")));
     }
     Ok(())
 }
@@ -415,11 +415,11 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
             ));
         }
         let t = ValueType::tensor(c.dtype, c.shape.clone());
-        representable(&t, &format!("{path}.constants[{i}]"))?;
+        representable(&t, || format!("{path}.constants[{i}]"))?;
         types.push(t);
     }
     for (i, t) in g.inputs.iter().enumerate() {
-        representable(t, &format!("{path}.inputs[{i}]"))?;
+        representable(t, || format!("{path}.inputs[{i}]"))?;
     }
     types.extend(g.inputs.iter().cloned());
     for (i, n) in g.nodes.iter().enumerate() {
@@ -432,7 +432,7 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
             e
         })?;
         for t in &out {
-            representable(t, &format!("{path}.nodes[{i}]"))?;
+            representable(t, || format!("{path}.nodes[{i}]"))?;
         }
         types.extend(out);
     }
