@@ -307,3 +307,26 @@ fn a_runner_writing_endless_or_invalid_stderr_is_still_heard() {
     }
     assert!(start.elapsed() < Duration::from_secs(15), "heard at once, not at the start timeout");
 }
+
+#[test]
+fn a_runner_that_stops_reading_cannot_block_the_harness() {
+    // The runner hangs on its first request and reads no more; the requests queued behind it
+    // are far larger than a pipe holds. Writing them must not block the harness: the hang is
+    // cut at the deadline like any other.
+    let mut cfg = runner("--chaos hang-on:1");
+    cfg.request_timeout = Duration::from_millis(500);
+    let mut r = Runner::start(cfg).expect("starts");
+    let big = ptecheck::runtime::HostValue::Tensor(ptecheck::runtime::HostTensor::f32(vec![100_000], &[0.5; 100_000]));
+    let reqs: Vec<Request> = (0..3)
+        .map(|_| {
+            let mut q = request(&mut r, "cpu_add_mul");
+            q.inputs = vec![big.clone(), big.clone()];
+            q
+        })
+        .collect();
+    assert!(reqs[1].to_line().len() > 1 << 17, "each request is more than a pipe holds");
+    let start = std::time::Instant::now();
+    let c: Vec<&str> = r.run(&reqs).iter().map(Outcome::class).collect();
+    assert_eq!(c, ["hung", "hung", "hung"]);
+    assert!(start.elapsed() < Duration::from_secs(20), "{:?}", start.elapsed());
+}

@@ -4,7 +4,10 @@
 //!
 //! `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_regressions` regenerates both.
 
+use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
+use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
+use ptecheck::ir::{ConstTensor, Dtype, IrMethod, IrProgram, Op, ValueType};
 use ptecheck::program::*;
 use ptecheck::runtime::{ErrorCode, HostValue, RuntimeError, Trace};
 use std::path::PathBuf;
@@ -43,6 +46,27 @@ fn set_arg(p: &mut Program, ins: usize, arg: usize, to: i32) {
         Instruction::KernelCall(k) => k.args.as_mut().expect("args")[arg] = to,
         _ => panic!("instruction {ins} is not a KernelCall"),
     }
+}
+
+/// The emission of `forward` = one `op` over `constants` then `inputs` (constants are values
+/// 0.., in order), after `edit` changes its program.
+fn one_op(constants: Vec<ConstTensor>, inputs: Vec<ValueType>, op: Op, edit: impl FnOnce(&mut Program)) -> Vec<u8> {
+    let n = constants.len();
+    let mut b = GraphBuilder::new(constants, inputs.clone());
+    let args: Vec<_> = (0..n).map(|i| b.constant(i)).chain((0..inputs.len()).map(|i| b.input(i))).collect();
+    let r = b.op(op, &args);
+    let ir = IrProgram {
+        methods: vec![IrMethod { name: "forward".into(), graph: b.finish(&[r]) }],
+        modules: vec![],
+        named_data: vec![],
+    };
+    let mut e = emit(&ir, &EmitOptions::default()).expect("emits");
+    edit(&mut e.program);
+    e.to_bytes().expect("writes")
+}
+
+fn i64_const(shape: Vec<usize>, values: Vec<f64>) -> ConstTensor {
+    ConstTensor { dtype: Dtype::I64, shape, values }
 }
 
 /// What a crafted input must produce.
@@ -188,19 +212,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
             // et_view to sizes whose product overflows (7 x 0x6DB6DB6DB6DB6DB7 wraps to 1, the
             // operand's element count): refused, not a tensor of that shape.
             "kernel-view-to-sizes-whose-product-overflows.pte",
-            {
-                use ptecheck::emit::{EmitOptions, emit};
-                use ptecheck::ir::build::{GraphBuilder, f32_tensor};
-                use ptecheck::ir::{IrMethod, IrProgram, Op};
-                let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1])]);
-                let v = b.op(Op::View { shape: vec![1, 1] }, &[b.input(0)]);
-                let ir = IrProgram {
-                    methods: vec![IrMethod { name: "forward".into(), graph: b.finish(&[v]) }],
-                    modules: vec![],
-                    named_data: vec![],
-                };
-                let mut e = emit(&ir, &EmitOptions::default()).expect("emits");
-                let p = &mut e.program;
+            one_op(vec![], vec![f32_tensor(vec![1])], Op::View { shape: vec![1, 1] }, |p| {
                 let values = plan0(p).values.as_mut().expect("values");
                 let items = values
                     .iter()
@@ -212,9 +224,44 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 for (item, to) in items.iter().zip([7, 0x6DB6_DB6D_B6DB_6DB7]) {
                     values[*item as usize] = EValue::Int(to);
                 }
-                e.to_bytes().expect("writes")
-            },
+            }),
             Expect::Execute(ErrorCode::InvalidArgument),
+        ),
+        (
+            // et_view into a tensor of another dtype (ExecuTorch: InvalidArgument).
+            "kernel-view-to-another-dtype.pte",
+            one_op(vec![], vec![f32_tensor(vec![1])], Op::View { shape: vec![1, 1] }, |p| {
+                let out = plan0(p).outputs.as_ref().expect("outputs")[0] as usize;
+                tensor(p, out).scalar_type = ScalarType::DOUBLE;
+            }),
+            Expect::Execute(ErrorCode::InvalidArgument),
+        ),
+        (
+            // index_select from a constant without data declared [2^31-1, 2^31-1].
+            "kernel-index-select-from-a-tensor-without-data.pte",
+            one_op(
+                vec![f32_const(vec![2, 3], vec![0.0; 6]), i64_const(vec![1], vec![0.0])],
+                vec![],
+                Op::IndexSelect { dim: 1 },
+                |p| {
+                    let t = tensor(p, 0);
+                    t.data_buffer_idx = 0;
+                    t.sizes = Some(vec![i32::MAX, i32::MAX]);
+                },
+            ),
+            Expect::Execute(ErrorCode::InvalidState),
+        ),
+        (
+            // permute_copy of a constant declared [0, M, M, M] (no elements; init accepts it):
+            // its permuted shape [M, M, M, 0] has a product that overflows left to right.
+            "kernel-permute-of-an-empty-tensor-with-huge-dimensions.pte",
+            one_op(
+                vec![f32_const(vec![1, 1, 1, 1], vec![0.0])],
+                vec![],
+                Op::PermuteCopy { dims: vec![1, 2, 3, 0] },
+                |p| tensor(p, 0).sizes = Some(vec![0, i32::MAX, i32::MAX, i32::MAX]),
+            ),
+            Expect::Execute(ErrorCode::NotSupported),
         ),
         (
             "delegate-without-processed.pte",
@@ -279,7 +326,6 @@ fn crafted_regressions_are_committed_and_rejected_with_typed_errors() {
 
 #[test]
 fn emitted_example_seeds_are_what_the_emitter_writes() {
-    use ptecheck::emit::{EmitOptions, emit};
     use ptecheck::generator::examples::{EXAMPLES, example};
     let dir = corpus().join("load_pte/seeds");
     let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();

@@ -382,8 +382,8 @@ pub fn graph_io(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<(Vec
     Ok((types[c..c + g.inputs.len()].to_vec(), g.outputs.iter().map(|r| types[*r].clone()).collect()))
 }
 
-/// Most elements of one tensor: its bytes (at most 8 per element) fit the int64 sizes of a
-/// `.pte` and its arena.
+/// Most elements of one tensor: its bytes (at most 8 per element, so at most 2^63) fit u64;
+/// the emitter refuses planned memory beyond int64.
 pub const MAX_NUMEL: usize = 1 << 60;
 
 /// Elements of `shape`, or `None` when they overflow.

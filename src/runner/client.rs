@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -185,13 +185,16 @@ fn read_line_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> std
 
 struct Proc {
     child: Child,
-    stdin: ChildStdin,
+    /// Request lines, written to the child's stdin by a thread of their own: the harness never
+    /// blocks on a child that stopped reading (every wait is a `recv_timeout`).
+    stdin: Sender<String>,
     lines: Receiver<Line>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl Proc {
-    fn spawn(command: &str) -> Result<Proc, StartError> {
+    /// Starts `command`; at most `queued` reply lines wait unread (more block the child).
+    fn spawn(command: &str, queued: usize) -> Result<Proc, StartError> {
         use std::os::unix::process::CommandExt;
         // Its own process group: killing the runner kills everything `sh -c` started.
         let mut child = Command::new("sh")
@@ -204,12 +207,22 @@ impl Proc {
             .spawn()
             .map_err(|e| StartError::Spawn { command: command.into(), why: e.to_string() })?;
         let spawn_err = |what: &str| StartError::Spawn { command: command.into(), why: format!("no {what} pipe") };
-        let stdin = child.stdin.take().ok_or_else(|| spawn_err("stdin"))?;
+        let stdin_pipe = child.stdin.take().ok_or_else(|| spawn_err("stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| spawn_err("stdout"))?;
         let stderr_pipe = child.stderr.take().ok_or_else(|| spawn_err("stderr"))?;
-        // One line waits in the channel at most: a child that writes while nobody asks blocks
-        // on its own stdout instead of filling the harness's memory.
-        let (tx, lines) = sync_channel(1);
+        let (stdin, requests) = channel::<String>();
+        std::thread::spawn(move || {
+            let mut pipe: ChildStdin = stdin_pipe;
+            for line in requests {
+                if pipe.write_all(line.as_bytes()).and_then(|()| pipe.flush()).is_err() {
+                    // The process is gone; its end is read from stdout.
+                    break;
+                }
+            }
+        });
+        // At most `queued` lines wait unread, as many as a runner may owe: one that writes
+        // more than asked blocks on its own stdout instead of filling the harness's memory.
+        let (tx, lines) = sync_channel(queued);
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
             let mut buf = Vec::new();
@@ -311,7 +324,8 @@ fn short(line: &str) -> String {
 
 impl Runner {
     fn start_proc(cfg: &RunnerConfig) -> Result<(Proc, Hello), StartError> {
-        let mut p = Proc::spawn(&cfg.command)?;
+        // The hello, then at most a window of replies, are owed at any time.
+        let mut p = Proc::spawn(&cfg.command, cfg.window.max(1) + 1)?;
         let no_hello =
             |why: String, p: &Proc| StartError::NoHello { command: cfg.command.clone(), why, stderr: p.stderr_tail() };
         match p.lines.recv_timeout(cfg.start_timeout) {
@@ -388,9 +402,8 @@ impl Runner {
             let Some(p) = self.proc.as_mut() else { break };
             sent = sent.max(done);
             while sent < n && sent < done + self.cfg.window.max(1) {
-                let line = requests[sent].to_line() + "\n";
-                if p.stdin.write_all(line.as_bytes()).and_then(|()| p.stdin.flush()).is_err() {
-                    // The process is gone; its end is read below.
+                if p.stdin.send(requests[sent].to_line() + "\n").is_err() {
+                    // The writer stopped: the process is gone; its end is read below.
                     break;
                 }
                 sent += 1;

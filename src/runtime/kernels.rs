@@ -252,19 +252,21 @@ fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
     let x = f.read_f64(m1)?;
     let w = f.read_f64(m2)?;
     let shape = vec![n, m];
-    // Bounds `n * m` (by the output's slot or the memory limit) before anything that size.
-    f.resize(out, &shape)?;
-    let b = match bias {
+    // Every input is read (the output may alias one) before the output is resized.
+    let bias_values = match bias {
         Some(bv) => {
             let sb = f.sizes(bv)?;
-            let bshape = broadcast_shape(&sb, &shape)?;
-            if bshape != shape {
+            if broadcast_shape(&sb, &shape)? != shape {
                 return Err(bad(format!("bias {sb:?} does not broadcast to {shape:?}")));
             }
-            let map = broadcast_index(&shape, &sb);
-            let vals = f.read_f64(bv)?;
-            map.iter().map(|i| vals[*i]).collect()
+            Some((sb, f.read_f64(bv)?))
         }
+        None => None,
+    };
+    // Bounds `n * m` (by the output's slot or the memory limit) before anything that size.
+    f.resize(out, &shape)?;
+    let b = match bias_values {
+        Some((sb, vals)) => broadcast_index(&shape, &sb).iter().map(|i| vals[*i]).collect(),
         None => vec![0.0; n * m],
     };
     let single = f.dtype(out)? == ScalarType::FLOAT;
@@ -320,7 +322,8 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     // The source's elements exist (it has data) before a map of that many is built.
     f.bytes(a[0])?;
     let in_strides = strides(&s);
-    let numel: usize = out_shape.iter().product();
+    // The source's element count (a permuted product of a shape with a 0 may overflow).
+    let numel = f.tensor(a[0])?.numel();
     let mut idx = vec![0usize; out_shape.len()];
     let mut map = Vec::with_capacity(numel);
     for _ in 0..numel {
@@ -404,6 +407,9 @@ fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if s.contains(&0) {
         return Err(bad(format!("index_select from an empty dimension (shape {s:?})")));
     }
+    // The source's elements exist and the result is bounded before the map is built.
+    f.bytes(a[0])?;
+    f.resize(a[3], &out_shape)?;
     let mut map = Vec::new();
     for o in 0..outer {
         for &k in &idx {
@@ -546,10 +552,9 @@ fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if broadcast_shape(&ss, &dst_shape)? != dst_shape {
         return Err(bad(format!("cannot copy {ss:?} into {dst_shape:?}")));
     }
-    // Both destinations are bounded (their slots, or the memory limit) before the map.
-    for out in [a[0], a[3]] {
-        f.resize(out, &dst_shape)?;
-    }
+    // The destination is bounded (its slot, or the memory limit) before a map of its
+    // elements is built; the returned alias `a[3]` is written as before (same byte count).
+    f.resize(a[0], &dst_shape)?;
     let map = broadcast_index(&dst_shape, &ss);
     for out in [a[0], a[3]] {
         if is_float(f.dtype(out)?) {
@@ -588,6 +593,15 @@ fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 
 fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let src = f.tensor(a[0])?.clone();
+    if f.dtype(a[2])? != src.dtype {
+        return Err(bad(format!(
+            "et_view: values[{}] is {}, not {} like values[{}]",
+            a[2],
+            f.dtype(a[2])?,
+            src.dtype,
+            a[0]
+        )));
+    }
     let want = f.int_list(a[1])?;
     let numel = src.numel();
     let mismatch = || bad(format!("et_view: {want:?} does not match {numel} elements"));

@@ -4,11 +4,12 @@
 //!
 //! `init` loads the blob with `pte::xnnpack` (every id, flag, constant and named key checked),
 //! refuses nodes and datatypes the interpreter lacks (NotSupported, naming the node, its index
-//! and the delegate), and keeps the loaded graph with its constants decoded (in the thread's
+//! and the delegate), and keeps the loaded graph (in the thread's
 //! [`blob_cache`](super::blob_cache) by the blob's bytes, used again only where the named data
 //! the blob reads is the same). `execute` reads
 //! external inputs from the DelegateCall's arguments at their external ids, takes shapes from
-//! the runtime tensors, runs the nodes in topological order and resizes and writes the outputs.
+//! the runtime tensors, decodes the constants within the run's budget, runs the nodes in
+//! topological order and resizes and writes the outputs.
 //! Handles keep no per-call state, so the backend opts in to handle sharing.
 //! May not touch: the eager interpreter (`ir::eval`), the CPU kernels, the emitter.
 
