@@ -48,12 +48,12 @@ fn set_arg(p: &mut Program, ins: usize, arg: usize, to: i32) {
     }
 }
 
-/// The emission of `forward` = one `op` over `constants` then `inputs` (constants are values
+/// The emission of `forward` = one `op` over `inputs` then `constants` (constants are values
 /// 0.., in order), after `edit` changes its program.
 fn one_op(constants: Vec<ConstTensor>, inputs: Vec<ValueType>, op: Op, edit: impl FnOnce(&mut Program)) -> Vec<u8> {
     let n = constants.len();
     let mut b = GraphBuilder::new(constants, inputs.clone());
-    let args: Vec<_> = (0..n).map(|i| b.constant(i)).chain((0..inputs.len()).map(|i| b.input(i))).collect();
+    let args: Vec<_> = (0..inputs.len()).map(|i| b.input(i)).chain((0..n).map(|i| b.constant(i))).collect();
     let r = b.op(op, &args);
     let ir = IrProgram {
         methods: vec![IrMethod { name: "forward".into(), graph: b.finish(&[r]) }],
@@ -74,6 +74,8 @@ enum Expect {
     Load(&'static str),
     Init(ErrorCode),
     Execute(ErrorCode),
+    /// Runs to completion (its outputs are checked by the entry's own test, if any).
+    Runs,
 }
 
 fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
@@ -264,6 +266,37 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
             Expect::Execute(ErrorCode::NotSupported),
         ),
         (
+            // index_select whose output is its own (dynamic) input: the source is read before
+            // the output shrinks, so no element is read past its new end.
+            "kernel-index-select-into-its-own-input.pte",
+            one_op(
+                vec![i64_const(vec![1], vec![3.0])],
+                vec![f32_tensor(vec![4, 3])],
+                Op::IndexSelect { dim: 0 },
+                |p| {
+                    let x = plan0(p).inputs.as_ref().expect("inputs")[0];
+                    tensor(p, x as usize).shape_dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
+                    set_arg(p, 0, 3, x);
+                },
+            ),
+            Expect::Runs,
+        ),
+        (
+            // argmax (keepdim) whose output is its own int64 input: read before it shrinks.
+            "kernel-argmax-into-its-own-input.pte",
+            one_op(
+                vec![],
+                vec![ValueType::tensor(Dtype::I64, vec![4, 3])],
+                Op::Argmax { dim: Some(1), keepdim: true },
+                |p| {
+                    let x = plan0(p).inputs.as_ref().expect("inputs")[0];
+                    tensor(p, x as usize).shape_dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
+                    set_arg(p, 0, 3, x);
+                },
+            ),
+            Expect::Runs,
+        ),
+        (
             "delegate-without-processed.pte",
             edited("demo_backend_whole_module", |p| plan0(p).delegates.as_mut().expect("d")[0].processed = None),
             Expect::Init(ErrorCode::InvalidProgram),
@@ -319,6 +352,14 @@ fn crafted_regressions_are_committed_and_rejected_with_typed_errors() {
                 }
                 let err = m.execute().expect_err("rejected while executing");
                 assert_eq!(err.code(), code, "{name}: {err}");
+            }
+            (Ok(l), Expect::Runs) => {
+                let mut m = rt.load_method(&l, "forward", None, &Trace::default()).expect("passes init");
+                for i in 0..m.num_inputs() {
+                    let v = m.input_template(i).unwrap_or(HostValue::None);
+                    m.set_input(i, &v).expect("input");
+                }
+                m.execute().unwrap_or_else(|e| panic!("{name}: {e}"));
             }
         }
     }

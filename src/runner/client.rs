@@ -193,8 +193,8 @@ struct Proc {
 }
 
 impl Proc {
-    /// Starts `command`; at most `queued` reply lines wait unread (more block the child).
-    fn spawn(command: &str, queued: usize) -> Result<Proc, StartError> {
+    /// Starts `command`.
+    fn spawn(command: &str) -> Result<Proc, StartError> {
         use std::os::unix::process::CommandExt;
         // Its own process group: killing the runner kills everything `sh -c` started.
         let mut child = Command::new("sh")
@@ -220,9 +220,10 @@ impl Proc {
                 }
             }
         });
-        // At most `queued` lines wait unread, as many as a runner may owe: one that writes
-        // more than asked blocks on its own stdout instead of filling the harness's memory.
-        let (tx, lines) = sync_channel(queued);
+        // One line waits unread at most (writes never block the harness, so replies are read
+        // as they are awaited): a runner that writes more than asked blocks on its own stdout
+        // instead of filling the harness's memory.
+        let (tx, lines) = sync_channel(1);
         std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
             let mut buf = Vec::new();
@@ -324,8 +325,7 @@ fn short(line: &str) -> String {
 
 impl Runner {
     fn start_proc(cfg: &RunnerConfig) -> Result<(Proc, Hello), StartError> {
-        // The hello, then at most a window of replies, are owed at any time.
-        let mut p = Proc::spawn(&cfg.command, cfg.window.max(1) + 1)?;
+        let mut p = Proc::spawn(&cfg.command)?;
         let no_hello =
             |why: String, p: &Proc| StartError::NoHello { command: cfg.command.clone(), why, stderr: p.stderr_tail() };
         match p.lines.recv_timeout(cfg.start_timeout) {

@@ -342,17 +342,30 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 
 /// Gathers `sizes_out` elements of `src` (an index map) into `out`, exactly (bytewise).
 fn gather_bytes(f: &mut Frame<'_>, src: usize, out: usize, map: &[usize], out_shape: &[usize]) -> OpResult<()> {
+    let elem = same_dtype_elem(f, src, out)?;
+    let r = gather(f.bytes(src)?, elem, map)?;
+    f.resize(out, out_shape)?;
+    f.write_bytes(out, &r)
+}
+
+/// The element size of `src`, which `out` must share.
+fn same_dtype_elem(f: &Frame<'_>, src: usize, out: usize) -> OpResult<usize> {
     if f.dtype(src)? != f.dtype(out)? {
         return Err(bad(format!("values[{out}] dtype {} differs from values[{src}] {}", f.dtype(out)?, f.dtype(src)?)));
     }
-    let elem = f.dtype(src)?.element_size().unwrap_or(1);
-    let bytes = f.bytes(src)?;
+    Ok(f.dtype(src)?.element_size().unwrap_or(1))
+}
+
+/// The elements of `bytes` (of `elem` bytes each) at the indices of `map`, in order.
+fn gather(bytes: &[u8], elem: usize, map: &[usize]) -> OpResult<Vec<u8>> {
     let mut r = Vec::with_capacity(map.len() * elem);
     for i in map {
-        r.extend_from_slice(&bytes[i * elem..(i + 1) * elem]);
+        let e = bytes.get(i * elem..(i + 1) * elem).ok_or_else(|| {
+            OpError::new(ErrorCode::Internal, format!("element {i} is past the source's {} bytes", bytes.len()))
+        })?;
+        r.extend_from_slice(e);
     }
-    f.resize(out, out_shape)?;
-    f.write_bytes(out, &r)
+    Ok(r)
 }
 
 fn select_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
@@ -407,21 +420,24 @@ fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if s.contains(&0) {
         return Err(bad(format!("index_select from an empty dimension (shape {s:?})")));
     }
-    // The source's elements exist and the result is bounded before the map is built.
-    f.bytes(a[0])?;
+    if let Some(k) = idx.iter().find(|k| **k < 0 || **k as usize >= size) {
+        return Err(bad(format!("index {k} out of range for size {size}")));
+    }
+    // The source is read (the output may alias it) and the result bounded before the map is
+    // built.
+    let elem = same_dtype_elem(f, a[0], a[3])?;
+    let src = f.bytes(a[0])?.to_vec();
     f.resize(a[3], &out_shape)?;
     let mut map = Vec::new();
     for o in 0..outer {
         for &k in &idx {
-            if k < 0 || k as usize >= size {
-                return Err(bad(format!("index {k} out of range for size {size}")));
-            }
             for i in 0..inner {
                 map.push(o * size * inner + k as usize * inner + i);
             }
         }
     }
-    gather_bytes(f, a[0], a[3], &map, &out_shape)
+    let r = gather(&src, elem, &map)?;
+    f.write_bytes(a[3], &r)
 }
 
 fn sym_size(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
@@ -476,8 +492,8 @@ fn cumsum(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let s = f.sizes(a[0])?;
     let keepdim = f.bool(a[2])?;
-    // The output shape is validated (resized) before anything is computed, and a reduction
-    // over no elements is an error, as in PyTorch.
+    // The output shape is validated (resized) before anything that size is made, and a
+    // reduction over no elements is an error, as in PyTorch.
     let out_shape = match f.value(a[1])? {
         Value::None => {
             if keepdim {
@@ -502,13 +518,14 @@ fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if s.contains(&0) {
         return Err(bad(format!("argmax of a tensor with no elements (shape {s:?})")));
     }
-    f.resize(a[3], &out_shape)?;
-    // Integers compare exactly (as i64); floats with NaN greater than everything.
+    // Integers compare exactly (as i64); floats with NaN greater than everything. Read before
+    // the output (which may alias the input) is resized.
     let key: Vec<(bool, f64, i64)> = if is_float(f.dtype(a[0])?) {
         f.read_f64(a[0])?.into_iter().map(|v| (v.is_nan(), v, 0)).collect()
     } else {
         f.read_i64(a[0])?.into_iter().map(|v| (false, 0.0, v)).collect()
     };
+    f.resize(a[3], &out_shape)?;
     let better = |c: usize, b: usize| {
         let (kc, kb) = (key[c], key[b]);
         !kb.0 && (kc.0 || kc.1 > kb.1 || kc.2 > kb.2)
@@ -553,17 +570,17 @@ fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         return Err(bad(format!("cannot copy {ss:?} into {dst_shape:?}")));
     }
     // The destination is bounded (its slot, or the memory limit) before a map of its
-    // elements is built; the returned alias `a[3]` is written as before (same byte count).
+    // elements is built.
     f.resize(a[0], &dst_shape)?;
     let map = broadcast_index(&dst_shape, &ss);
-    for out in [a[0], a[3]] {
-        if is_float(f.dtype(out)?) {
-            f.write_f64(out, &map.iter().map(|i| fs[*i]).collect::<Vec<_>>())?;
-        } else {
-            f.write_i64(out, &map.iter().map(|i| is[*i]).collect::<Vec<_>>())?;
-        }
+    if is_float(f.dtype(a[0])?) {
+        f.write_f64(a[0], &map.iter().map(|i| fs[*i]).collect::<Vec<_>>())?;
+    } else {
+        f.write_i64(a[0], &map.iter().map(|i| is[*i]).collect::<Vec<_>>())?;
     }
-    Ok(())
+    // The return slot is `self` (ExecuTorch's wrapper stores the returned reference there).
+    let this = f.value(a[0])?.clone();
+    f.set(a[3], this)
 }
 
 fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
