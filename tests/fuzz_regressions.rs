@@ -65,6 +65,13 @@ fn one_op(constants: Vec<ConstTensor>, inputs: Vec<ValueType>, op: Op, edit: imp
     e.to_bytes().expect("writes")
 }
 
+/// Makes input 0 bounded-dynamic and the output (argument 3) of instruction 0.
+fn into_its_own_dynamic_input(p: &mut Program) {
+    let x = plan0(p).inputs.as_ref().expect("inputs")[0];
+    tensor(p, x as usize).shape_dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
+    set_arg(p, 0, 3, x);
+}
+
 fn i64_const(shape: Vec<usize>, values: Vec<f64>) -> ConstTensor {
     ConstTensor { dtype: Dtype::I64, shape, values }
 }
@@ -273,11 +280,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 vec![i64_const(vec![1], vec![3.0])],
                 vec![f32_tensor(vec![4, 3])],
                 Op::IndexSelect { dim: 0 },
-                |p| {
-                    let x = plan0(p).inputs.as_ref().expect("inputs")[0];
-                    tensor(p, x as usize).shape_dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
-                    set_arg(p, 0, 3, x);
-                },
+                into_its_own_dynamic_input,
             ),
             Expect::Runs,
         ),
@@ -288,11 +291,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 vec![],
                 vec![ValueType::tensor(Dtype::I64, vec![4, 3])],
                 Op::Argmax { dim: Some(1), keepdim: true },
-                |p| {
-                    let x = plan0(p).inputs.as_ref().expect("inputs")[0];
-                    tensor(p, x as usize).shape_dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
-                    set_arg(p, 0, 3, x);
-                },
+                into_its_own_dynamic_input,
             ),
             Expect::Runs,
         ),

@@ -278,16 +278,7 @@ fn constants_decoded_for_a_run_count_against_its_budget() {
     use ptecheck::backends::xnnpack::run_standalone;
     use ptecheck::runtime::ErrorCode;
     let value = |id: u32, dims: &[u32], constant: u32, external_id: u32, flags: u32| {
-        XValue::Tensor(TensorValue {
-            datatype: 1,
-            num_dims: dims.len() as u32,
-            dims: Some(dims.to_vec()),
-            constant_buffer_idx: constant,
-            external_id,
-            flags,
-            id_out: id,
-            dq_datatype: 0,
-        })
+        XValue::Tensor(TensorValue::fp32(id, dims, constant, external_id, flags))
     };
     // y[1,4] = x[1,4] + c[4]; `extra` more values read c's 4 floats.
     let blob = |extra: u32| {

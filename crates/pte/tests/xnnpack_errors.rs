@@ -8,16 +8,7 @@ use pte::xnnpack::{
 };
 
 fn value(id: u32, dims: &[u32], constant: u32, external_id: u32, flags: u32) -> XValue {
-    XValue::Tensor(TensorValue {
-        datatype: 1,
-        num_dims: dims.len() as u32,
-        dims: Some(dims.to_vec()),
-        constant_buffer_idx: constant,
-        external_id,
-        flags,
-        id_out: id,
-        dq_datatype: 0,
-    })
+    XValue::Tensor(TensorValue::fp32(id, dims, constant, external_id, flags))
 }
 
 fn fc(input: u32, filter: u32, bias: u32, out: u32) -> XNode {

@@ -54,16 +54,7 @@ impl Builder {
     fn value(&mut self, shape: &[usize], constant: u32, external_id: u32, flags: u32) -> u32 {
         let id = self.values.len() as u32;
         let dims: Vec<u32> = shape.iter().map(|d| *d as u32).collect();
-        self.values.push(XValue::Tensor(TensorValue {
-            datatype: pte::xnnpack::Datatype::Fp32 as i16,
-            num_dims: dims.len() as u32,
-            dims: Some(dims),
-            constant_buffer_idx: constant,
-            external_id,
-            flags,
-            id_out: id,
-            dq_datatype: 0,
-        }));
+        self.values.push(XValue::Tensor(TensorValue::fp32(id, &dims, constant, external_id, flags)));
         id
     }
 

@@ -164,6 +164,21 @@ pub struct TensorValue {
 }
 
 impl TensorValue {
+    /// An fp32 value `id_out` of shape `dims`: constant `constant` (0 = none), external slot
+    /// `external_id` ([`INVALID_ID`] = none) with `flags`.
+    pub fn fp32(id_out: u32, dims: &[u32], constant: u32, external_id: u32, flags: u32) -> Self {
+        TensorValue {
+            datatype: Datatype::Fp32 as i16,
+            num_dims: dims.len() as u32,
+            dims: Some(dims.to_vec()),
+            constant_buffer_idx: constant,
+            external_id,
+            flags,
+            id_out,
+            dq_datatype: 0,
+        }
+    }
+
     /// The datatype, when a known one.
     pub fn datatype(&self) -> Option<Datatype> {
         Datatype::from_repr(self.datatype)
