@@ -7,6 +7,7 @@
 use crate::program::CompileSpec;
 use crate::runtime::frame::{OpError, OpResult};
 use crate::runtime::kernels::{broadcast_index, broadcast_shape};
+use crate::runtime::value::checked_numel;
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
 
 /// Registry id.
@@ -103,7 +104,7 @@ type T = (Vec<usize>, Vec<f32>);
 /// The elements a result of `shape` holds, refused before anything that size is allocated
 /// when their bytes exceed `limit` or (for an entry's result) they are not its `numel`.
 fn sized(shape: &[usize], numel: Option<usize>, limit: usize, i: usize) -> OpResult<usize> {
-    let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
+    let n = checked_numel(shape);
     if let Some(numel) = numel
         && n != Some(numel)
     {

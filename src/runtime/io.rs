@@ -2,7 +2,7 @@
 //! form of method inputs and outputs in `NAME.io.json` files, `run --inputs` and the runner
 //! protocol.
 
-use super::value::{HostTensor, HostValue, encode_f64, encode_i64, is_float};
+use super::value::{HostTensor, HostValue, checked_numel, encode_f64, encode_i64, is_float};
 use crate::program::{ScalarType, sha256_hex};
 use serde_json::{Value, json};
 use thiserror::Error;
@@ -107,10 +107,7 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
                 })
                 .collect::<Result<_, _>>()?;
             let values = v.get("values").and_then(Value::as_array).ok_or_else(|| ioerr(path, "missing `values`"))?;
-            let numel = shape
-                .iter()
-                .try_fold(1usize, |a, s| a.checked_mul(*s))
-                .ok_or_else(|| ioerr(path, "shape overflows"))?;
+            let numel = checked_numel(&shape).ok_or_else(|| ioerr(path, "shape overflows"))?;
             if values.len() != numel {
                 return Err(ioerr(&format!("{path}.values"), format!("{} values for shape {shape:?}", values.len())));
             }

@@ -11,7 +11,7 @@
 
 use super::error::ErrorCode;
 use super::frame::{Frame, OpError, OpResult};
-use super::value::{Value, is_float};
+use super::value::{Value, checked_numel, is_float};
 use crate::program::ScalarType;
 use std::cmp::Ordering;
 
@@ -626,7 +626,7 @@ fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let known = known.ok_or_else(mismatch)?;
     let sizes: Vec<usize> =
         want.iter().map(|d| if *d < 0 { numel.checked_div(known).unwrap_or(0) } else { *d as usize }).collect();
-    if sizes.iter().try_fold(1usize, |a, d| a.checked_mul(*d)) != Some(numel) {
+    if checked_numel(&sizes) != Some(numel) {
         return Err(mismatch());
     }
     let tid = f.tensor_id(a[2])?;

@@ -42,6 +42,11 @@ pub struct TensorImpl {
     pub storage: Storage,
 }
 
+/// Elements of `shape`, or `None` when the count overflows (a shape read from a file).
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))
+}
+
 impl TensorImpl {
     /// Number of elements.
     pub fn numel(&self) -> usize {

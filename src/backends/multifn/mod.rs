@@ -25,6 +25,7 @@ use crate::ir::infer::{IrError, graph_types};
 use crate::ir::{ConstTensor, Graph, HexBytes, LoweredModule, NamedBlob};
 use crate::program::{CompileSpec, sha256_hex};
 use crate::runtime::frame::{OpError, OpResult};
+use crate::runtime::value::checked_numel;
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext, NestedPlan};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -378,8 +379,7 @@ fn compile_functions(index: &[u8], weights: &[u8]) -> OpResult<BTreeMap<String, 
                 .ok_or_else(|| invalid(format!("{name}: weight {w} past the file")))?;
             c.values = bytes.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
         }
-        let numel = |c: &ConstTensor| c.shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
-        if g.constants.iter().any(|c| numel(c) != Some(c.values.len())) {
+        if g.constants.iter().any(|c: &ConstTensor| checked_numel(&c.shape) != Some(c.values.len())) {
             return Err(invalid(format!("{name}: weight sizes do not match")));
         }
         let types = graph_types(&g, &[], &name).map_err(|e| invalid(e.to_string()))?;

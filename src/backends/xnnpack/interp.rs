@@ -8,6 +8,7 @@
 //! per input channel, in channel order, starting from the bias — and batch-matmul likewise from
 //! zero; softmax subtracts the row maximum and accumulates in float32.
 
+use crate::runtime::value::checked_numel;
 use pte::xnnpack::{FLAG_TRANSPOSE_WEIGHTS, INVALID_ID, MinMax, NodeType, Payload, XNode};
 
 /// A float32 tensor.
@@ -67,10 +68,6 @@ fn within(n: Option<usize>, limit: usize) -> NodeResult<usize> {
             n.map_or("too many".into(), |n| n.to_string())
         )),
     }
-}
-
-fn checked_numel(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))
 }
 
 /// Elements of `shape`: 0 when any dimension is 0 (however large the others), saturating at

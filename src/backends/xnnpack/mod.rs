@@ -22,11 +22,11 @@ use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule, NamedBlob};
 use crate::program::{CompileSpec, ScalarType};
 use crate::runtime::frame::{OpError, OpResult};
+use crate::runtime::value::checked_numel;
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
 use interp::T;
 use pte::xnnpack::{self, Datatype, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, LoadedBlob, XValue};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Registry id (ExecuTorch's).
@@ -63,9 +63,6 @@ pub struct Compiled {
     /// The named data entries the blob names that were there when it compiled, as they were.
     reads: Vec<(String, Vec<u8>)>,
     blob: LoadedBlob,
-    /// The shape of each constant, by value index (its bytes are the loaded blob's; they are
-    /// decoded at each run, within the run's budget).
-    constants: BTreeMap<usize, Vec<usize>>,
     /// `(external id, value index)` of inputs and outputs, by external id.
     inputs: Vec<(u32, usize)>,
     outputs: Vec<(u32, usize)>,
@@ -113,11 +110,6 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
             ));
         }
     }
-    let constants = blob
-        .constants
-        .keys()
-        .map(|v| (*v, g.values[*v].tensor().shape().iter().map(|d| *d as usize).collect()))
-        .collect();
     let inputs = blob.externals(FLAG_EXTERNAL_INPUT);
     let outputs = blob.externals(FLAG_EXTERNAL_OUTPUT);
     // What `load` looked up by key, or could have.
@@ -127,7 +119,7 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
             reads.push((key.to_string(), d.to_vec()));
         }
     }
-    Ok(Compiled { reads, blob, constants, inputs, outputs })
+    Ok(Compiled { reads, blob, inputs, outputs })
 }
 
 impl Compiled {
@@ -144,27 +136,27 @@ impl Compiled {
         let mut budget = limit.saturating_mul(4);
         let g = &self.blob.blob.graph;
         let mut vals: Vec<Option<T>> = vec![None; g.values.len()];
-        for (v, shape) in &self.constants {
+        for (v, bytes) in &self.blob.constants {
             // The loader checked that the bytes hold the shape's elements; many values may
-            // read one constant, so each decoded copy counts against the budget.
-            let n =
-                shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d)).filter(|n| *n <= budget).ok_or_else(|| {
-                    OpError::new(
-                        ErrorCode::MemoryAllocationFailed,
-                        format!(
-                            "constant xvalues[{v}] {shape:?} exceeds what is left of {} elements",
-                            limit.saturating_mul(4)
-                        ),
-                    )
-                })?;
+            // read one constant, so each decoded copy (at each run) counts against the budget.
+            let shape: Vec<usize> = g.values[*v].tensor().shape().iter().map(|d| *d as usize).collect();
+            let n = checked_numel(&shape).filter(|n| *n <= budget).ok_or_else(|| {
+                OpError::new(
+                    ErrorCode::MemoryAllocationFailed,
+                    format!(
+                        "constant xvalues[{v}] {shape:?} exceeds what is left of {} elements",
+                        limit.saturating_mul(4)
+                    ),
+                )
+            })?;
             budget -= n;
-            let bytes = self.blob.constants.get(v).and_then(|b| b.get(..n * 4)).ok_or_else(|| {
+            let bytes = bytes.get(..n * 4).ok_or_else(|| {
                 OpError::new(
                     ErrorCode::Internal,
                     format!("constant xvalues[{v}] has fewer bytes than its shape {shape:?}"),
                 )
             })?;
-            vals[*v] = Some(T::new(shape.clone(), f32s(bytes)));
+            vals[*v] = Some(T::new(shape, f32s(bytes)));
         }
         for (v, t) in inputs {
             vals[v] = Some(t);
@@ -252,7 +244,7 @@ pub fn run_standalone(processed: &[u8], named: &[(&str, &[u8])], fill: f32, limi
     let mut inputs = Vec::new();
     for &(_, v) in &c.inputs {
         let shape: Vec<usize> = g.values[v].tensor().shape().iter().map(|d| *d as usize).collect();
-        let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d)).filter(|n| *n <= limit).ok_or_else(|| {
+        let n = checked_numel(&shape).filter(|n| *n <= limit).ok_or_else(|| {
             OpError::new(
                 ErrorCode::MemoryAllocationFailed,
                 format!("input xvalues[{v}] {shape:?} exceeds {limit} elements"),
