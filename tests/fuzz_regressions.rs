@@ -9,7 +9,7 @@ use ptecheck::format;
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::{ConstTensor, Dtype, IrMethod, IrProgram, Op, ValueType};
 use ptecheck::program::*;
-use ptecheck::runtime::{ErrorCode, HostValue, RuntimeError, Trace};
+use ptecheck::runtime::{ErrorCode, HostTensor, HostValue, RuntimeError, Trace};
 use std::path::PathBuf;
 
 fn corpus() -> PathBuf {
@@ -83,6 +83,8 @@ enum Expect {
     Execute(ErrorCode),
     /// Runs to completion (its outputs are checked by the entry's own test, if any).
     Runs,
+    /// Runs to completion and its one output is this float32 tensor (inputs: their templates).
+    Gives(Vec<f32>),
 }
 
 fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
@@ -188,7 +190,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 tensor(p, 4).sizes = Some(vec![0, i32::MAX]);
                 set_arg(p, 1, 2, 4);
             }),
-            Expect::Execute(ErrorCode::NotSupported),
+            Expect::Execute(ErrorCode::InvalidArgument),
         ),
         (
             // copy_ into a tensor without data declared [2^31-1, 2^31-1]: the destination is
@@ -270,7 +272,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 Op::PermuteCopy { dims: vec![1, 2, 3, 0] },
                 |p| tensor(p, 0).sizes = Some(vec![0, i32::MAX, i32::MAX, i32::MAX]),
             ),
-            Expect::Execute(ErrorCode::NotSupported),
+            Expect::Execute(ErrorCode::InvalidArgument),
         ),
         (
             // index_select whose output is its own (dynamic) input: the source is read before
@@ -294,6 +296,34 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 into_its_own_dynamic_input,
             ),
             Expect::Runs,
+        ),
+        (
+            // copy_ whose return slot is not `self`: ExecuTorch's wrapper stores the returned
+            // `self` there, so the method's output (that slot, declared without data) reads what
+            // was copied into `self`.
+            "kernel-copy-returns-self-into-another-slot.pte",
+            one_op(vec![f32_const(vec![2], vec![3.0, -4.0])], vec![f32_tensor(vec![2])], Op::Add, |p| {
+                // forward(x) = x + [3, -4]; then copy_(x, that sum) returning into a new slot.
+                let plan = plan0(p);
+                let ops = plan.operators.as_mut().expect("operators");
+                ops.push(Operator { name: Some("aten::copy_".into()), overload: Some(String::new()) });
+                let op = ops.len() as i32 - 1;
+                let x = plan.inputs.as_ref().expect("inputs")[0];
+                let sum = plan.outputs.as_ref().expect("outputs")[0];
+                let values = plan.values.as_mut().expect("values");
+                let at = values.len() as i32;
+                values.push(EValue::Bool(false));
+                values.push(EValue::Tensor(Tensor {
+                    scalar_type: ScalarType::FLOAT,
+                    sizes: Some(vec![2]),
+                    dim_order: Some(vec![0]),
+                    ..Tensor::default()
+                }));
+                let ins = plan.chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instructions");
+                ins.push(Instruction::KernelCall(KernelCall { op_index: op, args: Some(vec![x, sum, at, at + 1]) }));
+                plan.outputs = Some(vec![at + 1]);
+            }),
+            Expect::Gives(vec![3.0, -4.0]),
         ),
         (
             "delegate-without-processed.pte",
@@ -359,6 +389,17 @@ fn crafted_regressions_are_committed_and_rejected_with_typed_errors() {
                     m.set_input(i, &v).expect("input");
                 }
                 m.execute().unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            (Ok(l), Expect::Gives(want)) => {
+                let mut m = rt.load_method(&l, "forward", None, &Trace::default()).expect("passes init");
+                for i in 0..m.num_inputs() {
+                    let v = m.input_template(i).unwrap_or(HostValue::None);
+                    m.set_input(i, &v).expect("input");
+                }
+                m.execute().unwrap_or_else(|e| panic!("{name}: {e}"));
+                let got = m.outputs().unwrap_or_else(|e| panic!("{name}: {e}"));
+                let want = HostValue::Tensor(HostTensor::f32(vec![want.len()], &want));
+                assert_eq!(got, vec![want], "{name}");
             }
         }
     }

@@ -2,7 +2,8 @@
 //!
 //! Each kernel receives the KernelCall's value indices in schema order followed by its outputs
 //! (E12), reads its inputs into owned vectors first (so in-place aliasing of an output with an
-//! input is safe), resizes its output as ExecuTorch's `resize_tensor` does, and writes it.
+//! input is safe), resizes its output as ExecuTorch's `resize_tensor` does (a refused resize is
+//! InvalidArgument, as the portable kernels report it), and writes it.
 //! Elementwise float32 arithmetic is computed in f64 and rounded to f32, which for one +, -, *
 //! or / of f32 operands is the correctly rounded f32 result (what ExecuTorch computes); integer
 //! tensors are read and written as i64 (never through f64), wrapping on overflow; sin/cos call
@@ -20,6 +21,16 @@ pub type KernelFn = fn(&mut Frame<'_>, &[usize]) -> OpResult<()>;
 
 fn bad(detail: impl Into<String>) -> OpError {
     OpError::new(ErrorCode::InvalidArgument, detail)
+}
+
+/// Resizes output `v` as a portable kernel does: its `ET_KERNEL_CHECK` on `resize_tensor` makes
+/// a refused resize (a static tensor of another shape: NotSupported) InvalidArgument. The memory
+/// limit's MemoryAllocationFailed is the reference runtime's own and stays.
+fn resize_out(f: &mut Frame<'_>, v: usize, sizes: &[usize]) -> OpResult<()> {
+    f.resize(v, sizes).map_err(|e| match e.code {
+        ErrorCode::NotSupported => OpError::new(ErrorCode::InvalidArgument, e.detail),
+        _ => e,
+    })
 }
 
 /// Row-major strides. Saturating: a shape with a zero dimension may have an overflowing
@@ -113,7 +124,7 @@ fn binary(
     let (sa, fa, ia) = operand(f, a)?;
     let (sb, fb, ib) = operand(f, b)?;
     let shape = broadcast_shape(&sa, &sb)?;
-    f.resize(out, &shape)?;
+    resize_out(f, out, &shape)?;
     let (ma, mb) = (broadcast_index(&shape, &sa), broadcast_index(&shape, &sb));
     let dtype = f.dtype(out)?;
     if is_float(dtype) {
@@ -132,7 +143,7 @@ fn compare(f: &mut Frame<'_>, a: usize, b: usize, out: usize, op: impl Fn(Orderi
     let (sa, fa, ia) = operand(f, a)?;
     let (sb, fb, ib) = operand(f, b)?;
     let shape = broadcast_shape(&sa, &sb)?;
-    f.resize(out, &shape)?;
+    resize_out(f, out, &shape)?;
     let (ma, mb) = (broadcast_index(&shape, &sa), broadcast_index(&shape, &sb));
     // Integer tensors compare exactly; floats in f64 (a comparison with NaN is false).
     let r: Vec<i64> = ma
@@ -150,7 +161,7 @@ fn unary(f: &mut Frame<'_>, a: usize, out: usize, op: impl Fn(f64, ScalarType) -
     let shape = f.sizes(a)?;
     let dtype = f.dtype(a)?;
     let x = f.read_f64(a)?;
-    f.resize(out, &shape)?;
+    resize_out(f, out, &shape)?;
     let r: Vec<f64> = x.iter().map(|v| op(*v, dtype)).collect();
     f.write_f64(out, &r)
 }
@@ -195,8 +206,8 @@ fn div(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 fn relu(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if !is_float(f.dtype(a[0])?) {
         // Integers exactly: negatives become 0.
-        let x = f.read_i64(a[0])?;
-        f.resize(a[1], &f.sizes(a[0])?)?;
+        let (x, shape) = (f.read_i64(a[0])?, f.sizes(a[0])?);
+        resize_out(f, a[1], &shape)?;
         return f.write_i64(a[1], &x.iter().map(|v| (*v).max(0)).collect::<Vec<_>>());
     }
     // ExecuTorch's portable relu: `(isnan(v) || v >= 0) ? v : 0` (-0.0 stays -0.0).
@@ -218,8 +229,8 @@ fn gt(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         && f.dtype(a[0])? == ScalarType::FLOAT
     {
         let d = f64::from(*d as f32);
-        let x = f.read_f64(a[0])?;
-        f.resize(a[2], &f.sizes(a[0])?)?;
+        let (x, shape) = (f.read_f64(a[0])?, f.sizes(a[0])?);
+        resize_out(f, a[2], &shape)?;
         return f.write_i64(a[2], &x.iter().map(|v| (*v > d) as i64).collect::<Vec<_>>());
     }
     compare(f, a[0], a[1], a[2], |o| o == Ordering::Greater)
@@ -264,7 +275,7 @@ fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
         None => None,
     };
     // Bounds `n * m` (by the output's slot or the memory limit) before anything that size.
-    f.resize(out, &shape)?;
+    resize_out(f, out, &shape)?;
     let b = match bias_values {
         Some((sb, vals)) => broadcast_index(&shape, &sb).iter().map(|i| vals[*i]).collect(),
         None => vec![0.0; n * m],
@@ -344,7 +355,7 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 fn gather_bytes(f: &mut Frame<'_>, src: usize, out: usize, map: &[usize], out_shape: &[usize]) -> OpResult<()> {
     let elem = same_dtype_elem(f, src, out)?;
     let r = gather(f.bytes(src)?, elem, map)?;
-    f.resize(out, out_shape)?;
+    resize_out(f, out, out_shape)?;
     f.write_bytes(out, &r)
 }
 
@@ -414,7 +425,7 @@ fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     }
     if out_shape.contains(&0) {
         // An empty result (outer x inner may still be astronomically large).
-        f.resize(a[3], &out_shape)?;
+        resize_out(f, a[3], &out_shape)?;
         return f.write_bytes(a[3], &[]);
     }
     if s.contains(&0) {
@@ -427,7 +438,7 @@ fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     // built.
     let elem = same_dtype_elem(f, a[0], a[3])?;
     let src = f.bytes(a[0])?.to_vec();
-    f.resize(a[3], &out_shape)?;
+    resize_out(f, a[3], &out_shape)?;
     let mut map = Vec::new();
     for o in 0..outer {
         for &k in &idx {
@@ -454,7 +465,7 @@ fn cumsum(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let size = s.get(dim).copied().unwrap_or(1);
     let inner = st.get(dim).copied().unwrap_or(1);
     let outer: usize = s[..dim.min(s.len())].iter().product();
-    f.resize(a[3], &s)?;
+    resize_out(f, a[3], &s)?;
     if s.contains(&0) {
         // Nothing to sum (and outer x inner may be astronomically large while numel is 0).
         return f.write_bytes(a[3], &[]);
@@ -525,7 +536,7 @@ fn argmax(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     } else {
         f.read_i64(a[0])?.into_iter().map(|v| (false, 0.0, v)).collect()
     };
-    f.resize(a[3], &out_shape)?;
+    resize_out(f, a[3], &out_shape)?;
     let better = |c: usize, b: usize| {
         let (kc, kb) = (key[c], key[b]);
         !kb.0 && (kc.0 || kc.1 > kb.1 || kc.2 > kb.2)
@@ -571,7 +582,7 @@ fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     }
     // The destination is bounded (its slot, or the memory limit) before a map of its
     // elements is built.
-    f.resize(a[0], &dst_shape)?;
+    resize_out(f, a[0], &dst_shape)?;
     let map = broadcast_index(&dst_shape, &ss);
     if is_float(f.dtype(a[0])?) {
         f.write_f64(a[0], &map.iter().map(|i| fs[*i]).collect::<Vec<_>>())?;
