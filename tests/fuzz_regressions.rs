@@ -9,7 +9,7 @@ use ptecheck::format;
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::{ConstTensor, Dtype, IrMethod, IrProgram, Op, ValueType};
 use ptecheck::program::*;
-use ptecheck::runtime::{ErrorCode, HostTensor, HostValue, RuntimeError, Trace};
+use ptecheck::runtime::{ErrorCode, HostValue, RuntimeError, Trace};
 use std::path::PathBuf;
 
 fn corpus() -> PathBuf {
@@ -83,7 +83,7 @@ enum Expect {
     Execute(ErrorCode),
     /// Runs to completion (its outputs are checked by the entry's own test, if any).
     Runs,
-    /// Runs to completion and its one output is this float32 tensor (inputs: their templates).
+    /// Runs to completion and its one output is a tensor of these values (inputs: their templates).
     Gives(Vec<f32>),
 }
 
@@ -108,7 +108,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
         (
             "cve-2025-54949-et-copy-index-past-destination.pte",
             edited("map_cpu", |p| tensor(p, 2).sizes = Some(vec![1, 2])),
-            Expect::Execute(ErrorCode::InvalidArgument),
+            Expect::Execute(ErrorCode::InvalidState),
         ),
         (
             "cve-2025-54950-kernel-argument-count.pte",
@@ -326,6 +326,20 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
             Expect::Gives(vec![3.0, -4.0]),
         ),
         (
+            // et_copy_index into a static destination: ExecuTorch 1.5.1 resizes it to the rows
+            // copied so far (here 1 of 3), which a static tensor refuses: InvalidState.
+            "kernel-et-copy-index-into-a-static-destination.pte",
+            edited("map_cpu", |p| tensor(p, 2).shape_dynamism = TensorShapeDynamism::STATIC),
+            Expect::Execute(ErrorCode::InvalidState),
+        ),
+        (
+            // et_copy_index into a destination bounded at 5 rows for 3: resized down at the
+            // first row and up to 3 at the last (ExecuTorch gives the same 3 rows of 1.0).
+            "kernel-et-copy-index-into-a-larger-destination.pte",
+            edited("map_cpu", |p| tensor(p, 2).sizes = Some(vec![5, 2])),
+            Expect::Gives(vec![1.0; 6]),
+        ),
+        (
             "delegate-without-processed.pte",
             edited("demo_backend_whole_module", |p| plan0(p).delegates.as_mut().expect("d")[0].processed = None),
             Expect::Init(ErrorCode::InvalidProgram),
@@ -398,8 +412,11 @@ fn crafted_regressions_are_committed_and_rejected_with_typed_errors() {
                 }
                 m.execute().unwrap_or_else(|e| panic!("{name}: {e}"));
                 let got = m.outputs().unwrap_or_else(|e| panic!("{name}: {e}"));
-                let want = HostValue::Tensor(HostTensor::f32(vec![want.len()], &want));
-                assert_eq!(got, vec![want], "{name}");
+                let values = match got.as_slice() {
+                    [HostValue::Tensor(t)] => t.to_f64(),
+                    other => panic!("{name}: outputs {other:?}"),
+                };
+                assert_eq!(values, want.iter().map(|x| f64::from(*x)).collect::<Vec<_>>(), "{name}");
             }
         }
     }

@@ -594,6 +594,9 @@ fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     f.set(a[3], this)
 }
 
+/// ExecuTorch 1.5.1's `et_copy_index`: `to` is resized to `index + 1` rows (grown or shrunk)
+/// and its row `index` becomes `from`. Another rank or row shape is InvalidArgument; a resize
+/// the destination refuses (static, or past its bound) is InvalidState, as ExecuTorch reports it.
 fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let (to, from) = (a[0], a[1]);
     let index = f.int(a[2])?;
@@ -602,18 +605,16 @@ fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     if to_shape.len() != from_shape.len() + 1 || to_shape[1..] != from_shape[..] {
         return Err(bad(format!("et_copy_index: {from_shape:?} does not fit a row of {to_shape:?}")));
     }
-    if index < 0 {
-        return Err(bad(format!("et_copy_index: negative index {index}")));
-    }
-    let index = index as usize;
+    let index = usize::try_from(index).map_err(|_| bad(format!("et_copy_index: negative index {index}")))?;
     if index + 1 != to_shape[0] {
         to_shape[0] = index + 1;
-        f.resize(to, &to_shape)?;
+        f.resize(to, &to_shape).map_err(|e| OpError::new(ErrorCode::InvalidState, e.detail))?;
     }
     let row = f.bytes(from)?.to_vec();
     let mut all = f.bytes(to)?.to_vec();
-    let at = index * row.len();
-    all.get_mut(at..at + row.len())
+    index
+        .checked_mul(row.len())
+        .and_then(|at| all.get_mut(at..at.checked_add(row.len())?))
         .ok_or_else(|| bad(format!("et_copy_index: row {index} out of range")))?
         .copy_from_slice(&row);
     f.write_bytes(to, &all)
