@@ -5,7 +5,7 @@
 use clap::{Args, Parser, Subcommand};
 
 /// The campaign allocates many small short-lived objects; mimalloc serves them faster than the
-/// system allocator (built with `no_thp`: huge pages would double a campaign's peak RSS).
+/// system allocator (built with `no_thp`, so its heaps grow in small pages, not 2 MiB ones).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use ptecheck::fault::Fault;

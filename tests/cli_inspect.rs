@@ -209,7 +209,7 @@ fn check_passes_a_real_file_and_lists_violations_of_a_bad_one() {
 fn emit_example_save_json_and_emit_it_back_byte_identical() {
     let dir = std::env::temp_dir().join(format!("ptecheck-cli-emit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp");
-    for name in ["denoise-loop", "cond-delegates", "multi-method"] {
+    for name in ptecheck::generator::examples::EXAMPLES {
         let json = bin().args(["emit", "--example", name, "--save-json"]).output().expect("runs");
         assert!(json.status.success());
         let jpath = dir.join(format!("{name}.json"));

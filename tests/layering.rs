@@ -90,3 +90,40 @@ fn the_checker_sees_a_forbidden_use() {
     .expect("write");
     assert_eq!(uses(&f), ["emit", "ir", "runtime"].iter().map(|s| s.to_string()).collect());
 }
+
+/// The lines of `file` outside comments that name `module` (`crate::a::b` or a `use crate::a::{b}`
+/// group that lists `b`).
+fn names(file: &Path, module: &[&str; 2]) -> Vec<String> {
+    let text = std::fs::read_to_string(file).expect("read");
+    let [outer, inner] = module;
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .filter(|l| {
+            l.contains(&format!("crate::{outer}::{inner}"))
+                || l.contains(&format!("super::{inner}"))
+                || (l.contains(&format!("crate::{outer}::{{")) && l.split(['{', ',', '}', ' ']).any(|w| w == *inner))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn xnnpack_uses_neither_the_eager_interpreter_nor_the_cpu_kernels() {
+    let mut files = Vec::new();
+    sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backends/xnnpack"), &mut files);
+    assert!(files.len() >= 3, "{files:?}");
+    for f in &files {
+        for module in [["ir", "eval"], ["runtime", "kernels"]] {
+            let lines = names(f, &module);
+            assert!(lines.is_empty(), "{} uses crate::{}::{}: {lines:?}", f.display(), module[0], module[1]);
+        }
+    }
+    // The check sees such a use.
+    let dir = std::env::temp_dir().join(format!("ptecheck-layering-x-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let probe = dir.join("x.rs");
+    std::fs::write(&probe, "// crate::ir::eval\nuse crate::runtime::{frame, kernels};\nuse crate::ir::eval::Val;\n")
+        .expect("write");
+    assert_eq!(names(&probe, &["runtime", "kernels"]).len(), 1);
+    assert_eq!(names(&probe, &["ir", "eval"]).len(), 1);
+}

@@ -3,6 +3,7 @@
 //! ref of a graph, which the emitter needs for tensor metadata.
 
 use super::*;
+use pte::program::checked_numel;
 use thiserror::Error;
 
 /// An invalid IR program, with the path of the offending node or field.
@@ -385,11 +386,6 @@ pub fn graph_io(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<(Vec
 /// Most elements of one tensor: its bytes (at most 8 per element, so at most 2^63) fit u64;
 /// the emitter refuses planned memory beyond int64.
 pub const MAX_NUMEL: usize = 1 << 60;
-
-/// Elements of `shape`, or `None` when they overflow.
-fn checked_numel(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))
-}
 
 /// Refuses a tensor type a `.pte` cannot hold: a dimension beyond int32 (`Tensor.sizes`) or
 /// more than [`MAX_NUMEL`] elements. `path` is spelled only for an error.

@@ -6,6 +6,7 @@
 //! offsets alias exactly as they do on device.
 
 use super::error::ErrorCode;
+pub use crate::program::checked_numel;
 use crate::program::{ScalarType, TensorShapeDynamism};
 use serde::Serialize;
 
@@ -40,11 +41,6 @@ pub struct TensorImpl {
     pub dynamism: TensorShapeDynamism,
     /// Where the bytes are.
     pub storage: Storage,
-}
-
-/// Elements of `shape`, or `None` when the count overflows (a shape read from a file).
-pub fn checked_numel(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))
 }
 
 impl TensorImpl {

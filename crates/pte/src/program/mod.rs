@@ -371,3 +371,8 @@ pub struct FreeCall {
     /// Value index of the tensor.
     pub value_index: i32,
 }
+
+/// Elements of a tensor of `shape`, or `None` when the count overflows (a shape read from a file).
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d))
+}

@@ -1,0 +1,196 @@
+//! The documents' references hold: every `file.rs::name` names a function in that file, every
+//! repository path in backticks exists, and semantics.md's rule table lists every test named
+//! after a rule, with the count it states.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// README, ARCHITECTURE and every document under docs/, by path relative to the root.
+fn documents() -> Vec<(String, String)> {
+    let mut paths = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths.iter().map(|p| (p.strip_prefix(root()).expect("under root").display().to_string(), read(p))).collect()
+}
+
+/// The test files: tests/ and crates/pte/tests/.
+fn test_dirs() -> [PathBuf; 2] {
+    [root().join("tests"), root().join("crates/pte/tests")]
+}
+
+/// Code spans of a Markdown text, with their line numbers.
+fn code_spans(text: &str) -> Vec<(usize, &str)> {
+    let mut out = vec![];
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            continue;
+        }
+        out.extend(line.split('`').skip(1).step_by(2).map(|s| (n + 1, s)));
+    }
+    out
+}
+
+/// Whether `source` defines a function `name`.
+fn defines(source: &str, name: &str) -> bool {
+    source.match_indices(&format!("fn {name}")).any(|(at, m)| {
+        let next = source[at + m.len()..].chars().next();
+        next.is_some_and(|c| c == '(' || c == '<')
+    })
+}
+
+/// The file a `file.rs::name` reference means: a path from the root when it has a `/`,
+/// otherwise a test file of that name.
+fn referenced_file(file: &str) -> Option<PathBuf> {
+    if file.contains('/') {
+        let p = root().join(format!("{file}.rs"));
+        return p.exists().then_some(p);
+    }
+    test_dirs().into_iter().map(|d| d.join(format!("{file}.rs"))).find(|p| p.exists())
+}
+
+#[test]
+fn every_test_and_function_the_documents_name_exists() {
+    let mut wrong = vec![];
+    for (doc, text) in documents() {
+        for (line, span) in code_spans(&text) {
+            let Some((file, rest)) = span.split_once(".rs::") else { continue };
+            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if file.is_empty() || name.is_empty() || file.contains(' ') {
+                continue;
+            }
+            match referenced_file(file) {
+                None => wrong.push(format!("{doc}:{line}: `{span}`: no file {file}.rs")),
+                Some(p) if !defines(&read(&p), &name) => {
+                    wrong.push(format!("{doc}:{line}: `{span}`: {} has no fn {name}", p.display()))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "stale references:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn every_repository_path_the_documents_name_exists() {
+    let tops = ["src/", "crates/", "tests/", "benches/", "runners/", "fuzz/", "docs/", "corpus/", "snapshots/", ".ci/"];
+    let mut wrong = vec![];
+    for (doc, text) in documents() {
+        for (line, span) in code_spans(&text) {
+            let path = span.split([' ', ':']).next().unwrap_or_default();
+            if !tops.iter().any(|t| path.starts_with(t)) || path.contains(['*', '{', '<']) || span.contains("::") {
+                continue;
+            }
+            if !root().join(path).exists() {
+                wrong.push(format!("{doc}:{line}: `{span}`: {path} does not exist"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "paths that do not exist:\n{}", wrong.join("\n"));
+}
+
+/// Every `#[test]` function of the test files, as (file name, function name).
+fn tests() -> Vec<(String, String)> {
+    let mut out = vec![];
+    for dir in test_dirs() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("tests dir")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .collect();
+        files.sort();
+        for f in files {
+            let text = read(&f);
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, l) in lines.iter().enumerate() {
+                if l.trim() != "#[test]" {
+                    continue;
+                }
+                let Some(def) = lines[i + 1..].iter().take(4).find_map(|l| l.trim().strip_prefix("fn ")) else {
+                    continue;
+                };
+                let name: String = def.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                out.push((f.file_name().expect("name").to_string_lossy().into_owned(), name));
+            }
+        }
+    }
+    out
+}
+
+/// The rows of semantics.md's "Where each rule is tested": rule id -> (named column, other column).
+fn rule_table(text: &str) -> BTreeMap<String, (String, String)> {
+    let section = text.split("## Where each rule is tested").nth(1).expect("the rule table section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    section
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let [_, id, named, other, ..] = cells.as_slice() else { return None };
+            let is_id = id.len() >= 2
+                && id.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && id.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+                && id.chars().any(|c| c.is_ascii_digit());
+            is_id.then(|| (id.to_string(), (named.to_string(), other.to_string())))
+        })
+        .collect()
+}
+
+/// The rule id a word of a test name stands for (`e01` is E1).
+fn rule_of(word: &str) -> String {
+    let letters: String = word.chars().take_while(char::is_ascii_alphabetic).collect();
+    let digits = word[letters.len()..].trim_start_matches('0');
+    format!("{}{digits}", letters.to_ascii_uppercase())
+}
+
+#[test]
+fn the_rule_table_lists_every_test_named_after_a_rule_and_states_its_count() {
+    let text = read(&root().join("docs/semantics.md"));
+    let table = rule_table(&text);
+    assert!(table.len() > 100, "the rule table has {} rows", table.len());
+    let mut missing = vec![];
+    for (file, name) in tests() {
+        for word in name.split('_') {
+            let id = rule_of(word);
+            if word.len() < 2 || !word.chars().any(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            if let Some((named, _)) = table.get(&id)
+                && !named.contains(&name)
+            {
+                missing.push(format!("{id}: {file}::{name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "tests named after a rule that its row does not list:\n{}", missing.join("\n"));
+    let invariant = |id: &str| id.starts_with('I') && id[1..].chars().all(|c| c.is_ascii_digit());
+    let rules = table.iter().filter(|(id, _)| !invariant(id));
+    let named = rules.clone().filter(|(_, (n, _))| n != "—").count();
+    let other = rules.filter(|(_, (n, o))| n == "—" && o != "—").count();
+    let invariants: Vec<&String> = table.keys().filter(|id| invariant(id)).collect();
+    let named_invariants: Vec<&str> = table
+        .iter()
+        .filter(|(id, (n, _))| invariant(id) && n.contains("named after it"))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let stated = format!(
+        "Count: {} rule ids. {named} rules have a test named after them, and {other} more only tests in the \
+         third column. The {} invariants are checked by the oracle ({} also by tests named after them).",
+        table.len(),
+        invariants.len(),
+        named_invariants.join(", "),
+    );
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&stated), "semantics.md should state: {stated}");
+}
