@@ -162,10 +162,16 @@ fn size_product_overflow_cve_2025_30404() {
 
 #[test]
 fn planned_memory_offset_overflow_cve_2025_30405() {
+    // Offset + size past u64: InvalidArgument (ExecuTorch's HierarchicalAllocator); past the
+    // arena: MemoryAllocationFailed.
     let e = first(corrupt("cpu_add_mul", |p| {
         let a = first_tensor(p).allocation_info.as_mut().expect("planned");
         a.memory_offset_low = u32::MAX;
         a.memory_offset_high = u32::MAX;
+    }));
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    let e = first(corrupt("cpu_add_mul", |p| {
+        first_tensor(p).allocation_info.as_mut().expect("planned").memory_offset_low = 0x7fff_fff0;
     }));
     assert_eq!(e.code(), ErrorCode::MemoryAllocationFailed, "{e}");
 }

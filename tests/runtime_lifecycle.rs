@@ -168,7 +168,7 @@ fn every_bad_program_class_is_rejected_with_zero_backend_inits_p3() {
         (
             "delegate without processed",
             |p| p.delegates.as_mut().expect("d")[1].processed = None,
-            ErrorCode::InvalidProgram,
+            ErrorCode::NotFound,
         ),
         (
             "scratch delegate called twice (SH10)",

@@ -157,9 +157,18 @@ impl Checker<'_, '_> {
                 );
             }
             let arena = arenas[id];
+            // ExecuTorch's HierarchicalAllocator: an end past u64 is InvalidArgument, an end past
+            // the arena MemoryAllocationFailed.
             match a.offset().checked_add(nbytes) {
                 Some(end) if arena >= 0 && end <= arena as u64 => {}
-                _ => {
+                None => {
+                    return self.tensor_err(
+                        i,
+                        format!("planned offset {} + {nbytes} bytes overflows u64", a.offset()),
+                        InvalidArgument,
+                    );
+                }
+                Some(_) => {
                     return self.tensor_err(
                         i,
                         format!("planned [{}, +{nbytes}) does not fit arena {id} of {arena} bytes", a.offset()),
@@ -315,13 +324,16 @@ impl Checker<'_, '_> {
     fn delegates(&mut self) {
         let counts = call_site_counts(self.plan);
         for (d, del) in self.plan.delegate_list().iter().enumerate() {
-            let err = |what: String| CheckError::Delegate { method: self.method.clone(), delegate: d, what };
+            let coded =
+                |what: String, code| CheckError::Delegate { method: self.method.clone(), delegate: d, what, code };
+            let err = |what: String| coded(what, ErrorCode::InvalidProgram);
             let mut found = Vec::new();
             if del.id.is_none() {
                 found.push(err("has no `id`".into()));
             }
             if del.processed.is_none() {
-                found.push(err("has no `processed` reference".into()));
+                // ExecuTorch finds no data behind a missing reference (D2: NotFound).
+                found.push(coded("has no `processed` reference".into(), ErrorCode::NotFound));
             }
             let mut scratch_reported = false;
             for (k, spec) in del.compile_spec_list().iter().enumerate() {

@@ -99,7 +99,7 @@ pub enum CheckError {
     #[error("method {method}: delegates[{delegate}] declares scratch but is called from {sites} call sites")]
     ScratchShared { method: Arc<str>, delegate: usize, sites: usize },
     #[error("method {method}: delegates[{delegate}] {what}")]
-    Delegate { method: Arc<str>, delegate: usize, what: String },
+    Delegate { method: Arc<str>, delegate: usize, what: String, code: ErrorCode },
     #[error("method {method}: chain {chain} has no `instructions`")]
     MissingInstructions { method: Arc<str>, chain: usize },
     #[error("method {method}: {what} at {site} has no `args`")]
@@ -111,7 +111,9 @@ impl CheckError {
     pub fn code(&self) -> ErrorCode {
         match self {
             CheckError::UnknownOperator { .. } => ErrorCode::OperatorMissing,
-            CheckError::Tensor { code, .. } | CheckError::ListItem { code, .. } => *code,
+            CheckError::Tensor { code, .. } | CheckError::ListItem { code, .. } | CheckError::Delegate { code, .. } => {
+                *code
+            }
             _ => ErrorCode::InvalidProgram,
         }
     }

@@ -174,9 +174,20 @@ impl Frame<'_> {
     /// Resizes the tensor of slot `v` as ExecuTorch's `resize_tensor` does: a static tensor
     /// keeps its shape; a bounded-dynamic one takes any shape of the same rank that fits.
     pub fn resize(&mut self, v: usize, sizes: &[usize]) -> OpResult<()> {
+        self.check_resize(v, sizes)?;
         let tid = self.tensor_id(v)?;
-        let limit = self.memory_limit;
         let t = &mut self.tensors[tid];
+        if t.sizes != sizes {
+            t.sizes = sizes.to_vec();
+        }
+        Ok(())
+    }
+
+    /// The error [`Frame::resize`] would give for these sizes, without resizing (a kernel that
+    /// reads its inputs first still reports a refused output first, as ExecuTorch's do).
+    pub fn check_resize(&self, v: usize, sizes: &[usize]) -> OpResult<()> {
+        let t = &self.tensors[self.tensor_id(v)?];
+        let limit = self.memory_limit;
         let elem = t.dtype.element_size().unwrap_or(1);
         let need = sizes.iter().try_fold(elem, |a, s| a.checked_mul(*s));
         // Every shape a kernel is about to fill is bounded first: by the arena slot, or by the
@@ -191,29 +202,20 @@ impl Frame<'_> {
             return Ok(());
         }
         match (&t.dynamism, &t.storage) {
-            (d, _) if *d == TensorShapeDynamism::STATIC => {
-                return Err(OpError::new(
-                    ErrorCode::NotSupported,
-                    format!("values[{v}] is static {:?}; cannot resize to {sizes:?}", t.sizes),
-                ));
-            }
+            (d, _) if *d == TensorShapeDynamism::STATIC => Err(OpError::new(
+                ErrorCode::NotSupported,
+                format!("values[{v}] is static {:?}; cannot resize to {sizes:?}", t.sizes),
+            )),
             (_, _) if sizes.len() != t.sizes.len() => {
-                return Err(bad(format!("values[{v}]: resize from rank {} to rank {}", t.sizes.len(), sizes.len())));
+                Err(bad(format!("values[{v}]: resize from rank {} to rank {}", t.sizes.len(), sizes.len())))
             }
-            (_, Storage::Arena { capacity, .. }) => {
-                if need.is_none_or(|n| n > *capacity) {
-                    return Err(bad(format!("values[{v}]: shape {sizes:?} exceeds its {capacity}-byte bound")));
-                }
+            (_, Storage::Arena { capacity, .. }) if need.is_none_or(|n| n > *capacity) => {
+                Err(bad(format!("values[{v}]: shape {sizes:?} exceeds its {capacity}-byte bound")))
             }
-            (_, Storage::Constant(_)) => return Err(bad(format!("values[{v}] is constant; cannot resize"))),
-            _ => {
-                if need.is_none() {
-                    return Err(bad(format!("values[{v}]: shape {sizes:?} overflows")));
-                }
-            }
+            (_, Storage::Constant(_)) => Err(bad(format!("values[{v}] is constant; cannot resize"))),
+            _ if need.is_none() => Err(bad(format!("values[{v}]: shape {sizes:?} overflows"))),
+            _ => Ok(()),
         }
-        t.sizes = sizes.to_vec();
-        Ok(())
     }
 
     /// The value in slot `v`.

@@ -13,7 +13,7 @@
 use super::error::ErrorCode;
 use super::frame::{Frame, OpError, OpResult};
 use super::value::{Value, checked_numel, is_float};
-use crate::program::ScalarType;
+use crate::program::{ScalarType, TensorShapeDynamism};
 use std::cmp::Ordering;
 
 /// A kernel: frame and the KernelCall's argument value indices.
@@ -23,14 +23,26 @@ fn bad(detail: impl Into<String>) -> OpError {
     OpError::new(ErrorCode::InvalidArgument, detail)
 }
 
-/// Resizes output `v` as a portable kernel does: its `ET_KERNEL_CHECK` on `resize_tensor` makes
-/// a refused resize (a static tensor of another shape: NotSupported) InvalidArgument. The memory
+/// A refused resize as a portable kernel reports it: its `ET_KERNEL_CHECK` on `resize_tensor`
+/// makes one (a static tensor of another shape: NotSupported) InvalidArgument. The memory
 /// limit's MemoryAllocationFailed is the reference runtime's own and stays.
-fn resize_out(f: &mut Frame<'_>, v: usize, sizes: &[usize]) -> OpResult<()> {
-    f.resize(v, sizes).map_err(|e| match e.code {
+fn kernel_resize_error(e: OpError) -> OpError {
+    match e.code {
         ErrorCode::NotSupported => OpError::new(ErrorCode::InvalidArgument, e.detail),
         _ => e,
-    })
+    }
+}
+
+/// Resizes output `v` as a portable kernel does (errors: [`kernel_resize_error`]).
+fn resize_out(f: &mut Frame<'_>, v: usize, sizes: &[usize]) -> OpResult<()> {
+    f.resize(v, sizes).map_err(kernel_resize_error)
+}
+
+/// The error resizing output `v` would give, for a kernel that reads its source before it
+/// resizes (the output may alias it): ExecuTorch's resize first, so a refused output is
+/// reported before a source without data.
+fn check_out(f: &Frame<'_>, v: usize, sizes: &[usize]) -> OpResult<()> {
+    f.check_resize(v, sizes).map_err(kernel_resize_error)
 }
 
 /// Row-major strides. Saturating: a shape with a zero dimension may have an overflowing
@@ -330,6 +342,7 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         return Err(bad(format!("permutation {dims:?} invalid for rank {}", s.len())));
     }
     let out_shape: Vec<usize> = dims.iter().map(|d| s[*d]).collect();
+    check_out(f, a[2], &out_shape)?;
     // The source's elements exist (it has data) before a map of that many is built.
     f.bytes(a[0])?;
     let in_strides = strides(&s);
@@ -436,6 +449,7 @@ fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     }
     // The source is read (the output may alias it) and the result bounded before the map is
     // built.
+    check_out(f, a[3], &out_shape)?;
     let elem = same_dtype_elem(f, a[0], a[3])?;
     let src = f.bytes(a[0])?.to_vec();
     resize_out(f, a[3], &out_shape)?;
@@ -620,6 +634,10 @@ fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     f.write_bytes(to, &all)
 }
 
+/// ExecuTorch 1.5.1's `et_view`: `out` becomes `self` under the sizes given (one may be -1, for
+/// what the others leave). Another dtype, another rank than `out`'s, two -1s, a size below -1, a
+/// -1 beside a 0, or another element count is InvalidArgument; sizes a static `out` does not
+/// have, or whose product overflows (no tensor can take them), fail its resize: Internal.
 fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let src = f.tensor(a[0])?.clone();
     if f.dtype(a[2])? != src.dtype {
@@ -632,14 +650,25 @@ fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         )));
     }
     let want = f.int_list(a[1])?;
+    let out = f.tensor(a[2])?;
+    let (out_sizes, out_static) = (out.sizes.clone(), out.dynamism == TensorShapeDynamism::STATIC);
+    let minus = want.iter().filter(|d| **d == -1).count();
+    if want.len() != out_sizes.len() || minus > 1 || want.iter().any(|d| *d < -1) || (minus == 1 && want.contains(&0)) {
+        return Err(bad(format!("et_view: sizes {want:?} for an output of rank {}", out_sizes.len())));
+    }
     let numel = src.numel();
-    let mismatch = || bad(format!("et_view: {want:?} does not match {numel} elements"));
-    let known = want.iter().filter(|d| **d >= 0).try_fold(1usize, |a, d| a.checked_mul(usize::try_from(*d).ok()?));
-    let known = known.ok_or_else(mismatch)?;
+    let unresizable = |sizes: &dyn std::fmt::Debug| {
+        OpError::new(ErrorCode::Internal, format!("et_view: values[{}] cannot be resized to {sizes:?}", a[2]))
+    };
+    let known = want.iter().filter(|d| **d >= 0).try_fold(1usize, |a, d| a.checked_mul(*d as usize));
+    let known = known.ok_or_else(|| unresizable(&want))?;
     let sizes: Vec<usize> =
         want.iter().map(|d| if *d < 0 { numel.checked_div(known).unwrap_or(0) } else { *d as usize }).collect();
+    if out_static && sizes != out_sizes {
+        return Err(unresizable(&sizes));
+    }
     if checked_numel(&sizes) != Some(numel) {
-        return Err(mismatch());
+        return Err(bad(format!("et_view: {want:?} does not match {numel} elements")));
     }
     let tid = f.tensor_id(a[2])?;
     let out = &mut f.tensors[tid];
