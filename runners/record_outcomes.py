@@ -10,7 +10,7 @@ input's declared shape and dtype, `execute`. The output is what tests/fuzz_regre
 compares the reference runtime with:
 
   VENV/bin/python runners/record_outcomes.py corpus/load_pte/regressions/*.pte \\
-      > corpus/load_pte/regressions/executorch-1.5.1.tsv
+      > corpus/regressions-on-executorch-1.5.1.tsv
 """
 
 import os

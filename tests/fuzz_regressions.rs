@@ -72,6 +72,23 @@ fn into_its_own_dynamic_input(p: &mut Program) {
     set_arg(p, 0, 3, x);
 }
 
+/// Sets item `k` of the (one) view's size list to `to(k)`, where that is `Some`.
+fn view_sizes(p: &mut Program, to: impl Fn(usize) -> Option<i64>) {
+    let values = plan0(p).values.as_mut().expect("values");
+    let items = values
+        .iter()
+        .find_map(|v| match v {
+            EValue::IntList(items) => items.clone(),
+            _ => None,
+        })
+        .expect("the view's sizes");
+    for (k, item) in items.iter().enumerate() {
+        if let Some(x) = to(k) {
+            values[*item as usize] = EValue::Int(x);
+        }
+    }
+}
+
 fn i64_const(shape: Vec<usize>, values: Vec<f64>) -> ConstTensor {
     ConstTensor { dtype: Dtype::I64, shape, values }
 }
@@ -338,6 +355,36 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
             "kernel-et-copy-index-into-a-larger-destination.pte",
             edited("map_cpu", |p| tensor(p, 2).sizes = Some(vec![5, 2])),
             Expect::Gives(vec![1.0; 6]),
+        ),
+        (
+            // et_view with two sizes to infer (-1, -1): InvalidArgument.
+            "kernel-view-with-two-inferred-sizes.pte",
+            one_op(vec![], vec![f32_tensor(vec![6])], Op::View { shape: vec![2, 3] }, |p| {
+                view_sizes(p, |_| Some(-1));
+            }),
+            Expect::Execute(ErrorCode::InvalidArgument),
+        ),
+        (
+            // et_view to [-1, 3] of 6 elements: the -1 is 2.
+            "kernel-view-inferring-a-size.pte",
+            one_op(vec![], vec![f32_tensor(vec![6])], Op::View { shape: vec![2, 3] }, |p| {
+                view_sizes(p, |k| (k == 0).then_some(-1));
+            }),
+            Expect::Gives(vec![0.0; 6]),
+        ),
+        (
+            // et_view whose size list has another rank than its output: InvalidArgument.
+            "kernel-view-to-another-rank.pte",
+            one_op(vec![], vec![f32_tensor(vec![6])], Op::View { shape: vec![2, 3] }, |p| {
+                let values = plan0(p).values.as_mut().expect("values");
+                for v in values.iter_mut() {
+                    if let EValue::IntList(items) = v {
+                        items.as_mut().expect("items").truncate(1);
+                    }
+                }
+                view_sizes(p, |_| Some(6));
+            }),
+            Expect::Execute(ErrorCode::InvalidArgument),
         ),
         (
             "delegate-without-processed.pte",

@@ -91,19 +91,20 @@ fn the_checker_sees_a_forbidden_use() {
     assert_eq!(uses(&f), ["emit", "ir", "runtime"].iter().map(|s| s.to_string()).collect());
 }
 
-/// The lines of `file` outside comments that name `module` (`crate::a::b` or a `use crate::a::{b}`
-/// group that lists `b`).
+/// The statements of `file` (its code outside comments, split at `;`, whitespace collapsed) that
+/// name `module` = [outer, inner]: `outer::inner` anywhere, or a `crate::outer::{…}` group that
+/// lists `inner`.
 fn names(file: &Path, module: &[&str; 2]) -> Vec<String> {
     let text = std::fs::read_to_string(file).expect("read");
+    let code: String = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join(" ");
     let [outer, inner] = module;
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .filter(|l| {
-            l.contains(&format!("crate::{outer}::{inner}"))
-                || l.contains(&format!("super::{inner}"))
-                || (l.contains(&format!("crate::{outer}::{{")) && l.split(['{', ',', '}', ' ']).any(|w| w == *inner))
+    code.split(';')
+        .map(|st| st.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|st| {
+            st.contains(&format!("{outer}::{inner}"))
+                || (st.contains(&format!("crate::{outer}::{{"))
+                    && st.split(['{', ',', '}', ' ', ':']).any(|w| w == *inner))
         })
-        .map(str::to_string)
         .collect()
 }
 
@@ -122,8 +123,11 @@ fn xnnpack_uses_neither_the_eager_interpreter_nor_the_cpu_kernels() {
     let dir = std::env::temp_dir().join(format!("ptecheck-layering-x-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp");
     let probe = dir.join("x.rs");
-    std::fs::write(&probe, "// crate::ir::eval\nuse crate::runtime::{frame, kernels};\nuse crate::ir::eval::Val;\n")
-        .expect("write");
+    std::fs::write(
+        &probe,
+        "// crate::ir::eval\nuse crate::runtime::{\n    frame,\n    kernels,\n};\nuse crate::ir;\nfn f() { ir::eval::run(); }\n",
+    )
+    .expect("write");
     assert_eq!(names(&probe, &["runtime", "kernels"]).len(), 1);
     assert_eq!(names(&probe, &["ir", "eval"]).len(), 1);
 }

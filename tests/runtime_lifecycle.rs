@@ -165,11 +165,7 @@ fn every_bad_program_class_is_rejected_with_zero_backend_inits_p3() {
             ErrorCode::MemoryAllocationFailed,
         ),
         ("delegate without id", |p| p.delegates.as_mut().expect("d")[2].id = None, ErrorCode::InvalidProgram),
-        (
-            "delegate without processed",
-            |p| p.delegates.as_mut().expect("d")[1].processed = None,
-            ErrorCode::NotFound,
-        ),
+        ("delegate without processed", |p| p.delegates.as_mut().expect("d")[1].processed = None, ErrorCode::NotFound),
         (
             "scratch delegate called twice (SH10)",
             |p| {

@@ -342,6 +342,8 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         return Err(bad(format!("permutation {dims:?} invalid for rank {}", s.len())));
     }
     let out_shape: Vec<usize> = dims.iter().map(|d| s[*d]).collect();
+    // ExecuTorch's order: the arguments (dtype), the output's resize, then the source.
+    same_dtype_elem(f, a[0], a[2])?;
     check_out(f, a[2], &out_shape)?;
     // The source's elements exist (it has data) before a map of that many is built.
     f.bytes(a[0])?;
@@ -637,7 +639,9 @@ fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 /// ExecuTorch 1.5.1's `et_view`: `out` becomes `self` under the sizes given (one may be -1, for
 /// what the others leave). Another dtype, another rank than `out`'s, two -1s, a size below -1, a
 /// -1 beside a 0, or another element count is InvalidArgument; sizes a static `out` does not
-/// have, or whose product overflows (no tensor can take them), fail its resize: Internal.
+/// have fail its resize: Internal. A product that overflows is Internal too (no tensor can take
+/// it; ExecuTorch wraps it). A bounded-dynamic `out` is not held to its declared bound (no
+/// emitted view has one).
 fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let src = f.tensor(a[0])?.clone();
     if f.dtype(a[2])? != src.dtype {
