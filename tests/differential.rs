@@ -97,6 +97,19 @@ fn a_planted_skipped_check_is_found_as_exactly_its_class() {
     assert!(clean.findings.is_empty() && clean.corruptions_sent > 0, "{clean:?}");
 }
 
+#[test]
+fn init_errors_with_other_codes_than_ours_are_found() {
+    // A runner that reports every init failure as Internal (0x01): each corruption the reference
+    // runtime refuses at init is a finding of its class, with both codes in its detail.
+    let (r, _) = campaign("--chaos init-code:1", 20, true, "negative-codes");
+    assert!(!r.findings.is_empty(), "{r:?}");
+    for f in &r.findings {
+        assert_eq!(f.outcome, "rejects_with_another_code", "{f:?}");
+        assert!(f.detail.contains("(0x01)") && f.detail.contains("ours: InvalidProgram"), "{f:?}");
+    }
+    assert!(r.findings.iter().any(|f| f.class == "value_index"), "{:?}", r.findings);
+}
+
 fn request(runner: &mut Runner, pte: &str) -> Request {
     let path = PathBuf::from(format!("{}/corpus/real/{pte}.pte", env!("CARGO_MANIFEST_DIR")));
     let x = ptecheck::runtime::HostValue::Tensor(ptecheck::runtime::HostTensor::f32(vec![2, 3], &[1.0; 6]));

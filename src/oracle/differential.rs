@@ -23,7 +23,7 @@ use crate::ir::eval::Run;
 use crate::ir::saved;
 use crate::runner::{Outcome, Reply, Request, Runner, RunnerConfig, Stage, StartError};
 use crate::runtime::io::to_json;
-use crate::runtime::{HostValue, Runtime, RuntimeError, Session};
+use crate::runtime::{ErrorCode, HostValue, Runtime, RuntimeError, Session};
 use arbitrary::Unstructured;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -297,17 +297,29 @@ fn write_mismatch(dir: &Path, p: &Prepared, reply: &Outcome, command: &str) -> O
 }
 
 /// Our runtime must reject a corruption at init; true when it does.
-fn reference_rejects(bytes: &[u8], method: &str) -> bool {
-    let Ok(loaded) = format::load(bytes) else { return true };
+/// How the reference runtime refuses a corrupted program: at load (`Some(None)`, the loader's
+/// typed error has no ExecuTorch code), at init with a code, or not at all (`None`).
+fn reference_rejects(bytes: &[u8], method: &str) -> Option<Option<ErrorCode>> {
+    let Ok(loaded) = format::load(bytes) else { return Some(None) };
     let rt: Runtime = crate::backends::default_runtime();
-    matches!(Session::new(&loaded, &rt).load(method), Err(RuntimeError::Check(_)))
+    match Session::new(&loaded, &rt).load(method) {
+        Err(e @ RuntimeError::Check(_)) => Some(Some(e.code())),
+        _ => None,
+    }
 }
 
-/// The negative outcome class of a runner's answer to a corruption (`None`: rejected at load).
-fn negative_outcome(o: &Outcome) -> Option<&'static str> {
+/// The negative outcome class of a runner's answer to a corruption the reference runtime
+/// refused at init with `ours` (`None`: refused at load or init with the same code, or the
+/// reference refused it at load).
+fn negative_outcome(o: &Outcome, ours: Option<ErrorCode>) -> Option<&'static str> {
     match o {
         Outcome::Reply(Reply::Outputs(_)) => Some("accepts"),
         Outcome::Reply(Reply::Error { stage: Stage::Execute | Stage::ReadOutputs, .. }) => Some("rejects_at_execute"),
+        Outcome::Reply(Reply::Error { stage: Stage::LoadMethod, code: Some(code), .. })
+            if ours.is_some_and(|c| c as u32 != *code) =>
+        {
+            Some("rejects_with_another_code")
+        }
         Outcome::Reply(Reply::Error { .. }) => None,
         Outcome::Exited { .. } | Outcome::Signalled { .. } => Some("crash"),
         Outcome::Hung { .. } => Some("hang"),
@@ -367,29 +379,29 @@ fn negative_case(
             continue;
         }
         let Ok(bytes) = format::write(&program, &loaded.segments, &Default::default()) else { continue };
-        if !reference_rejects(&bytes, method) {
+        let Some(ours) = reference_rejects(&bytes, method) else {
             report.refusals.push(format!("case {case}: our runtime accepts {}", c.describe(&loaded.program)));
             continue;
-        }
+        };
         let path = fresh(&opts.workdir, &format!("neg{i}"));
         write(&path, &bytes);
-        files.push((c.clone(), method.clone(), path, bytes));
+        files.push((c.clone(), method.clone(), path, bytes, ours));
     }
     let reqs: Vec<Request> = files
         .iter()
-        .map(|(_, method, path, _)| {
+        .map(|(_, method, path, _, _)| {
             let inputs = encode_all(p.g.inputs.get(method).map_or(&[][..], Vec::as_slice));
             Request { id: runner.next_id(), pte: path.clone(), method: method.clone(), inputs, ptd: None }
         })
         .collect();
     let outs = runner.run(&reqs);
-    for (_, _, path, _) in &files {
+    for (_, _, path, _, _) in &files {
         let _ = std::fs::remove_file(path);
     }
-    for ((c, _, _, bytes), o) in files.iter().zip(&outs) {
+    for ((c, _, _, bytes, ours), o) in files.iter().zip(&outs) {
         report.corruptions_sent += 1;
         let class = c.class.name().to_string();
-        let Some(kind) = negative_outcome(o) else {
+        let Some(kind) = negative_outcome(o, *ours) else {
             *report.rejected.entry(class).or_default() += 1;
             continue;
         };
@@ -406,7 +418,14 @@ fn negative_case(
         if bytes.len() < f.smallest {
             f.smallest = bytes.len();
             f.corruption = c.describe(&loaded.program);
-            f.detail = detail(o);
+            f.detail = match (ours, o) {
+                (Some(ours), Outcome::Reply(Reply::Error { code: Some(theirs), .. }))
+                    if kind == "rejects_with_another_code" =>
+                {
+                    format!("{} (0x{theirs:02x}); ours: {ours:?}", detail(o))
+                }
+                _ => detail(o),
+            };
             let dir = opts.out.join(format!("negative-{class}-{kind}"));
             if std::fs::create_dir_all(&dir).is_ok() {
                 write(&dir.join("corrupted.pte"), bytes);
@@ -482,7 +501,7 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
                         _ => report.crashes += 1,
                     }
                     // Recorded with the runner's stderr, and a reproducer for the first few.
-                    let kind = negative_outcome(failed).unwrap_or("crash").to_string();
+                    let kind = negative_outcome(failed, None).unwrap_or("crash").to_string();
                     let n = report.runner_failures.len();
                     let reproducer = (n < opts.max_reproducers)
                         .then(|| {

@@ -24,10 +24,14 @@ pub enum Chaos {
     HangOn(u64),
     /// Answer the n-th request with a line that is not JSON.
     GarbageOn(u64),
+    /// Report every `load_method` failure with this code (a runtime whose init errors carry
+    /// other codes than ExecuTorch's).
+    InitCode(u32),
 }
 
 impl Chaos {
-    /// Parses `exit-before-hello`, `crash-on:N`, `exit-on:N`, `hang-on:N`, `garbage-on:N`.
+    /// Parses `exit-before-hello`, `crash-on:N`, `exit-on:N`, `hang-on:N`, `garbage-on:N`,
+    /// `init-code:N`.
     pub fn parse(s: &str) -> Result<Chaos, String> {
         let n = |v: &str| v.parse::<u64>().map_err(|_| format!("bad request number in `{s}`"));
         match s.split_once(':') {
@@ -36,9 +40,12 @@ impl Chaos {
             Some(("exit-on", v)) => Ok(Chaos::ExitOn(n(v)?)),
             Some(("hang-on", v)) => Ok(Chaos::HangOn(n(v)?)),
             Some(("garbage-on", v)) => Ok(Chaos::GarbageOn(n(v)?)),
-            _ => {
-                Err(format!("unknown chaos `{s}` (exit-before-hello, crash-on:N, exit-on:N, hang-on:N, garbage-on:N)"))
+            Some(("init-code", v)) => {
+                v.parse::<u32>().map(Chaos::InitCode).map_err(|_| format!("bad error code in `{s}`"))
             }
+            _ => Err(format!(
+                "unknown chaos `{s}` (exit-before-hello, crash-on:N, exit-on:N, hang-on:N, garbage-on:N, init-code:N)"
+            )),
         }
     }
 }
@@ -168,10 +175,13 @@ pub fn serve(
             }
             _ => {}
         }
-        let reply = match Request::parse(&line) {
+        let mut reply = match Request::parse(&line) {
             Ok(req) => (Some(req.id), answer(&rt, &mut files, &req)),
             Err((id, why)) => (id, error(Stage::Request, why, None)),
         };
+        if let (Some(Chaos::InitCode(c)), Reply::Error { stage: Stage::LoadMethod, code, .. }) = (chaos, &mut reply.1) {
+            *code = Some(c);
+        }
         writeln!(output, "{}", reply.1.to_line(reply.0))?;
         output.flush()?;
     }
