@@ -296,7 +296,6 @@ fn write_mismatch(dir: &Path, p: &Prepared, reply: &Outcome, command: &str) -> O
     Some(dir.to_path_buf())
 }
 
-/// Our runtime must reject a corruption at init; true when it does.
 /// How the reference runtime refuses a corrupted program: at load (`Some(None)`, the loader's
 /// typed error has no ExecuTorch code), at init with a code, or not at all (`None`).
 fn reference_rejects(bytes: &[u8], method: &str) -> Option<Option<ErrorCode>> {
@@ -308,9 +307,9 @@ fn reference_rejects(bytes: &[u8], method: &str) -> Option<Option<ErrorCode>> {
     }
 }
 
-/// The negative outcome class of a runner's answer to a corruption the reference runtime
-/// refused at init with `ours` (`None`: refused at load or init with the same code, or the
-/// reference refused it at load).
+/// The negative outcome class of a runner's answer to a corruption the reference runtime refused
+/// (at init with code `ours`, or in its loader: `None`). `None` is the expected outcome: refused
+/// before running, at init with the reference's code when it has one.
 fn negative_outcome(o: &Outcome, ours: Option<ErrorCode>) -> Option<&'static str> {
     match o {
         Outcome::Reply(Reply::Outputs(_)) => Some("accepts"),
