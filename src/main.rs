@@ -148,6 +148,13 @@ struct RunArgs {
     /// Instructions one execute may run.
     #[arg(long, default_value_t = ptecheck::runtime::DEFAULT_INSTRUCTION_BUDGET)]
     budget: u64,
+    /// Also run each method with a runner (shell command, docs/runner-protocol.md) on the same
+    /// inputs and say whether it ends as the reference runtime does.
+    #[arg(long, conflicts_with_all = ["expect", "trace"])]
+    runner: Option<String>,
+    /// With --runner: seconds allowed per request.
+    #[arg(long, default_value_t = 10.0, requires = "runner")]
+    runner_timeout: f64,
 }
 
 #[derive(Args)]
@@ -420,6 +427,9 @@ fn runtime(
 }
 
 fn run(a: RunArgs) -> CmdResult {
+    if let Some(cmd) = &a.runner {
+        return run_versus(&a, cmd);
+    }
     let bytes = read_input(&a.file)?;
     let loaded = format::load(&bytes)?;
     let ptd_bytes = a.data.as_deref().map(read_input).transpose()?;
@@ -430,17 +440,54 @@ fn run(a: RunArgs) -> CmdResult {
     if let Some(path) = &a.expect {
         return run_expect(&session, &read_json(path)?, &a);
     }
-    let given = match &a.inputs {
-        None => None,
-        Some(p) => {
-            let v = read_json(p)?;
-            Some(
-                io::list_from_json(v.get("inputs").unwrap_or(&v), "$")
-                    .map_err(|e| Rejected(format!("{e} ({})", p.display())))?,
-            )
-        }
+    run_methods(&session, &loaded, given_inputs(&a)?, &a, &multifn)
+}
+
+/// The `--inputs` of `run`, if given.
+fn given_inputs(a: &RunArgs) -> Result<Option<Vec<HostValue>>, Rejected> {
+    let Some(p) = &a.inputs else { return Ok(None) };
+    let v = read_json(p)?;
+    let inputs = io::list_from_json(v.get("inputs").unwrap_or(&v), "$")
+        .map_err(|e| Rejected(format!("{e} ({})", p.display())))?;
+    Ok(Some(inputs))
+}
+
+/// `run FILE --runner CMD`: each method on the reference runtime and on the runner; exit 1 when
+/// any ends otherwise. A file the reference loader refuses is still sent to the runner.
+fn run_versus(a: &RunArgs, cmd: &str) -> CmdResult {
+    if a.file.as_os_str() == "-" {
+        return Err(Rejected("--runner needs a file path (the runner reads the file itself), not stdin".into()));
+    }
+    let bytes = read_input(&a.file)?;
+    let ptd_bytes = a.data.as_deref().map(read_input).transpose()?;
+    let ptd = ptd_bytes.as_deref().map(format::load_ptd).transpose().map_err(|e| Rejected(format!("{e} (--data)")))?;
+    let given = given_inputs(a)?;
+    let methods: Vec<String> = match (&a.method, format::load(&bytes)) {
+        (Some(m), _) => vec![m.clone()],
+        (None, Ok(l)) if given.is_none() => l.program.plans().iter().map(|p| p.name_str().to_string()).collect(),
+        (None, _) => vec!["forward".into()],
     };
-    run_methods(&session, &loaded, given, &a, &multifn)
+    let mut cfg = ptecheck::runner::RunnerConfig::new(cmd);
+    cfg.request_timeout = std::time::Duration::from_secs_f64(a.runner_timeout.max(0.001));
+    let mut runner = ptecheck::runner::Runner::start(cfg)?;
+    let data = a.data.as_deref().zip(ptd.as_ref());
+    let results = ptecheck::oracle::versus::versus(&a.file, &bytes, data, &methods, given.as_deref(), &mut runner);
+    let all_same = results.iter().all(|v| v.same());
+    if a.json {
+        let methods: serde_json::Map<String, serde_json::Value> = results
+            .iter()
+            .map(|v| {
+                (v.method.clone(), json!({"same": v.same(), "ours": v.ours.to_json(), "runner": v.theirs.to_json()}))
+            })
+            .collect();
+        println!("{}", pretty(&json!({"runner": runner.hello(), "methods": methods, "all_same": all_same})));
+    } else {
+        for v in &results {
+            let verdict = if v.same() { "same" } else { "DIFFERENT" };
+            println!("{}: {verdict}\n  ours:   {}\n  runner: {}", v.method, v.ours.describe(), v.theirs.describe());
+        }
+    }
+    Ok(if all_same { Exit::Ok } else { Exit::Failed })
 }
 
 fn run_expect(session: &Session<'_, '_>, doc: &serde_json::Value, a: &RunArgs) -> CmdResult {

@@ -347,3 +347,95 @@ fn a_runner_that_stops_reading_cannot_block_the_harness() {
     let c = finished.recv_timeout(Duration::from_secs(30)).expect("the harness blocked writing requests");
     assert_eq!(c, ["hung", "hung", "hung"]);
 }
+
+/// A program computing `a - b` on two float32 [2] inputs, written to `dir`.
+fn sub_program(dir: &std::path::Path) -> (PathBuf, Vec<u8>) {
+    use ptecheck::emit::{EmitOptions, emit};
+    use ptecheck::ir::build::{GraphBuilder, f32_tensor};
+    use ptecheck::ir::{IrMethod, IrProgram, Op};
+    let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![2]), f32_tensor(vec![2])]);
+    let (x, y) = (b.input(0), b.input(1));
+    let r = b.op(Op::Sub, &[x, y]);
+    let ir = IrProgram {
+        methods: vec![IrMethod { name: "forward".into(), graph: b.finish(&[r]) }],
+        modules: vec![],
+        named_data: vec![],
+    };
+    let bytes = emit(&ir, &EmitOptions::default()).expect("emits").to_bytes().expect("writes");
+    let path = dir.join("sub.pte");
+    std::fs::write(&path, &bytes).expect("write");
+    (path, bytes)
+}
+
+#[test]
+fn one_file_versus_a_runner_agrees_or_says_how_the_two_end() {
+    use ptecheck::oracle::versus::{Ending, versus};
+    use ptecheck::runner::Stage;
+    let dir = tmp("versus");
+    let (path, bytes) = sub_program(&dir);
+    let x = |v: [f32; 2]| ptecheck::runtime::HostValue::Tensor(ptecheck::runtime::HostTensor::f32(vec![2], &v));
+    let inputs = [x([5.0, 1.0]), x([2.0, 3.0])];
+    let methods = ["forward".to_string()];
+    // A correct runner: the same outputs.
+    let mut r = Runner::start(runner("")).expect("starts");
+    let v = versus(&path, &bytes, None, &methods, Some(&inputs), &mut r);
+    assert!(v[0].same(), "{v:?}");
+    assert!(matches!(&v[0].ours, Ending::Outputs(o) if *o == vec![x([3.0, -2.0])]), "{v:?}");
+    // A runner whose sub swaps its operands: other outputs.
+    let mut r = Runner::start(runner("--fault sub_swaps_operands")).expect("starts");
+    let v = versus(&path, &bytes, None, &methods, Some(&inputs), &mut r);
+    assert!(!v[0].same(), "{v:?}");
+    assert!(matches!(&v[0].theirs, Ending::Outputs(o) if *o == vec![x([-3.0, 2.0])]), "{v:?}");
+    // Too few inputs: both refuse while setting them, with the same code.
+    let mut r = Runner::start(runner("")).expect("starts");
+    let v = versus(&path, &bytes, None, &methods, Some(&inputs[..1]), &mut r);
+    assert!(v[0].same(), "{v:?}");
+    assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::SetInputs, .. }), "{v:?}");
+    // A file the reference loader refuses is still sent; the runner refusing it too agrees.
+    let bad = dir.join("bad.pte");
+    std::fs::write(&bad, &bytes[..40]).expect("write");
+    let v = versus(&bad, &bytes[..40], None, &methods, None, &mut r);
+    assert!(v[0].same(), "{v:?}");
+    assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::LoadProgram, code: None, .. }), "{v:?}");
+    // A program the reference refuses at init goes to the runner with inputs made from its
+    // declaration: a runner that checks delegate indices only at execute gets that far.
+    let real = std::fs::read(format!("{}/corpus/real/demo_backend_whole_module.pte", env!("CARGO_MANIFEST_DIR")))
+        .expect("real file");
+    let l = ptecheck::format::load(&real).expect("loads");
+    let mut p = l.program.clone();
+    let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+    for ins in plan.chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instructions") {
+        if let ptecheck::program::Instruction::DelegateCall(d) = ins {
+            d.delegate_index = 7;
+        }
+    }
+    let corrupt = ptecheck::format::write(&p, &l.segments, &Default::default()).expect("writes");
+    let path = dir.join("delegate-index.pte");
+    std::fs::write(&path, &corrupt).expect("write");
+    let mut r = Runner::start(runner("--fault delegate_index_at_execute_only")).expect("starts");
+    let v = versus(&path, &corrupt, None, &methods, None, &mut r);
+    assert!(!v[0].same(), "{v:?}");
+    assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::LoadMethod, .. }), "{v:?}");
+    assert!(matches!(v[0].theirs, Ending::Refused { stage: Stage::Execute, .. }), "{v:?}");
+}
+
+#[test]
+fn run_with_a_runner_exits_one_when_an_init_code_differs() {
+    let exe = env!("CARGO_BIN_EXE_ptecheck");
+    let file = format!("{}/corpus/load_pte/regressions/delegate-without-processed.pte", env!("CARGO_MANIFEST_DIR"));
+    let run = |chaos: &str| {
+        std::process::Command::new(exe)
+            .args(["run", &file, "--runner", &format!("{exe} runner {chaos}")])
+            .output()
+            .expect("runs")
+    };
+    let same = run("");
+    assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stdout));
+    let other = run("--chaos init-code:1");
+    assert_eq!(other.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&other.stdout);
+    assert!(
+        text.contains("forward: DIFFERENT") && text.contains("LoadMethod 0x20") && text.contains("LoadMethod 0x01"),
+        "{text}"
+    );
+}

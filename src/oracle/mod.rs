@@ -22,6 +22,7 @@ pub mod replay;
 pub mod reports;
 pub mod structure;
 pub mod values;
+pub mod versus;
 
 pub use invariant::{Checked, Invariant};
 

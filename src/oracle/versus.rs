@@ -1,0 +1,218 @@
+//! One program against a runner (`run FILE --runner CMD`): each method run by the reference
+//! runtime and by the runner process on the same inputs, and whether the two end alike.
+//! Owns: the two endings of a method and the rule that says they agree. May not touch:
+//! generation, emission, the campaigns.
+
+use super::values;
+use crate::format::{self, LoadedProgram, LoadedPtd};
+use crate::runner::{Outcome, Reply, Request, Runner, Stage};
+use crate::runtime::io::to_json;
+use crate::runtime::{HostTensor, HostValue, Runtime, RuntimeError, Session};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// How one side ended one method.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    /// Ran; its outputs.
+    Outputs(Vec<HostValue>),
+    /// Refused at `stage`, with an ExecuTorch error code where one is known.
+    Refused {
+        /// Where.
+        stage: Stage,
+        /// ExecuTorch code (`None`: the reference loader's typed errors have none).
+        code: Option<u32>,
+        /// Why.
+        message: String,
+    },
+    /// The runner process crashed, hung, exited or replied garbage.
+    RunnerFailed(String),
+}
+
+impl Ending {
+    /// Whether a refusal came before the method ran (load, init or inputs).
+    fn before_running(stage: Stage) -> bool {
+        matches!(stage, Stage::Request | Stage::LoadProgram | Stage::LoadMethod | Stage::SetInputs)
+    }
+
+    /// The ending as JSON: `{"outputs": [...]}`, `{"stage", "code", "error"}` or `{"runner_failed"}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Ending::Outputs(outs) => json!({"outputs": outs.iter().map(to_json).collect::<Vec<_>>()}),
+            Ending::Refused { stage, code, message } => json!({"stage": stage, "code": code, "error": message}),
+            Ending::RunnerFailed(why) => json!({"runner_failed": why}),
+        }
+    }
+
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Ending::Outputs(outs) => {
+                format!(
+                    "ran: {}",
+                    serde_json::to_string(&outs.iter().map(to_json).collect::<Vec<_>>()).unwrap_or_default()
+                )
+            }
+            Ending::Refused { stage, code: Some(c), message } => format!("{stage:?} 0x{c:02x}: {message}"),
+            Ending::Refused { stage, code: None, message } => format!("{stage:?}: {message}"),
+            Ending::RunnerFailed(why) => format!("runner failed: {why}"),
+        }
+    }
+}
+
+/// Whether the reference's ending `ours` and the runner's `theirs` agree: equal outputs (NaN
+/// equals NaN, -0.0 is not +0.0); or refusals both before running or both while executing,
+/// with equal codes where both sides give one at the same stage. The reference loader refuses
+/// more than ExecuTorch's (docs/pte-format.md), so its refusal agrees with any refusal before
+/// running.
+pub fn agree(ours: &Ending, theirs: &Ending) -> bool {
+    match (ours, theirs) {
+        (Ending::Outputs(a), Ending::Outputs(b)) => values::same_all(a, b),
+        (Ending::Refused { stage: s1, code: c1, .. }, Ending::Refused { stage: s2, code: c2, .. }) => {
+            let same_phase = Ending::before_running(*s1) == Ending::before_running(*s2);
+            let same_code = s1 != s2 || c1.is_none() || c2.is_none() || c1 == c2;
+            same_phase && same_code
+        }
+        _ => false,
+    }
+}
+
+/// One method's two endings.
+#[derive(Clone, Debug)]
+pub struct Versus {
+    /// Method name.
+    pub method: String,
+    /// The reference runtime's ending.
+    pub ours: Ending,
+    /// The runner's ending.
+    pub theirs: Ending,
+}
+
+impl Versus {
+    /// Whether the two endings agree (see [`agree`]).
+    pub fn same(&self) -> bool {
+        agree(&self.ours, &self.theirs)
+    }
+}
+
+fn refused(stage: Stage, e: &RuntimeError) -> Ending {
+    Ending::Refused { stage, code: Some(e.code() as u32), message: e.to_string() }
+}
+
+/// Most bytes of one zero-filled input made from a refused program's declaration.
+const MAX_DECLARED_INPUT: usize = 64 << 20;
+
+/// Inputs of `method` read from its plan (zeros of each tensor's declared dtype and sizes, each
+/// scalar's value), for a program the reference refuses before it has its own templates: the
+/// runner is then still asked to run the method, not to take a wrong number of inputs.
+fn declared_inputs(loaded: &LoadedProgram<'_>, method: &str) -> Vec<HostValue> {
+    use crate::program::EValue;
+    let Some(plan) = loaded.program.plan(method) else { return vec![] };
+    let values = plan.values.as_deref().unwrap_or(&[]);
+    plan.inputs
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .map(|i| match usize::try_from(*i).ok().and_then(|i| values.get(i)) {
+            Some(EValue::Tensor(t)) => {
+                let sizes: Option<Vec<usize>> = t.sizes.iter().flatten().map(|s| usize::try_from(*s).ok()).collect();
+                let elem = t.scalar_type.element_size().unwrap_or(1);
+                let bytes = sizes.as_deref().and_then(crate::program::checked_numel).and_then(|n| n.checked_mul(elem));
+                match sizes {
+                    Some(sizes) if bytes.is_some_and(|b| b <= MAX_DECLARED_INPUT) => {
+                        HostValue::Tensor(HostTensor::zeros(t.scalar_type, sizes))
+                    }
+                    _ => HostValue::None,
+                }
+            }
+            Some(EValue::Int(x)) => HostValue::Int(*x),
+            Some(EValue::Bool(x)) => HostValue::Bool(*x),
+            Some(EValue::Double(x)) => HostValue::Double(*x),
+            _ => HostValue::None,
+        })
+        .collect()
+}
+
+/// The reference runtime's ending of `method` on `inputs` (`None`: each input's template, as the
+/// runner will be sent), with the inputs it used.
+fn ours(
+    loaded: &LoadedProgram<'_>,
+    ptd: Option<&LoadedPtd<'_>>,
+    method: &str,
+    given: Option<&[HostValue]>,
+) -> (Ending, Vec<HostValue>) {
+    let rt: Runtime = crate::backends::default_runtime();
+    let session = Session::new(loaded, &rt).with_external(ptd);
+    let mut m = match session.load(method) {
+        Ok(m) => m,
+        Err(e) => {
+            let inputs = given.map_or_else(|| declared_inputs(loaded, method), <[_]>::to_vec);
+            return (refused(Stage::LoadMethod, &e), inputs);
+        }
+    };
+    let inputs: Vec<HostValue> = match given {
+        Some(g) => g.to_vec(),
+        None => (0..m.num_inputs()).map(|i| m.input_template(i).unwrap_or(HostValue::None)).collect(),
+    };
+    for i in 0..m.num_inputs() {
+        if let Err(e) = m.set_input(i, inputs.get(i).unwrap_or(&HostValue::None)) {
+            return (refused(Stage::SetInputs, &e), inputs);
+        }
+    }
+    let ending = match m.execute().and_then(|()| m.outputs()) {
+        Ok(outs) => Ending::Outputs(outs),
+        Err(e) => refused(Stage::Execute, &e),
+    };
+    (ending, inputs)
+}
+
+fn theirs(o: Outcome) -> Ending {
+    match o {
+        Outcome::Reply(Reply::Outputs(outs)) => Ending::Outputs(outs),
+        Outcome::Reply(Reply::Error { message, stage, code }) => Ending::Refused { stage, code, message },
+        other => Ending::RunnerFailed(format!("{} ({other:?})", other.class())),
+    }
+}
+
+/// Runs `methods` of the program at `pte` (its bytes: `bytes`; external data at `ptd_path`,
+/// loaded as `ptd`) on the reference runtime and on `runner`, with `given` inputs or each
+/// input's template. A program the reference loader refuses is still sent to the runner, with
+/// `given` inputs or none.
+pub fn versus(
+    pte: &Path,
+    bytes: &[u8],
+    ptd: Option<(&Path, &LoadedPtd<'_>)>,
+    methods: &[String],
+    given: Option<&[HostValue]>,
+    runner: &mut Runner,
+) -> Vec<Versus> {
+    let loaded = format::load(bytes);
+    let ours: Vec<(Ending, Vec<HostValue>)> = methods
+        .iter()
+        .map(|m| match &loaded {
+            Ok(l) => self::ours(l, ptd.map(|(_, d)| d), m, given),
+            Err(e) => (
+                Ending::Refused { stage: Stage::LoadProgram, code: None, message: e.to_string() },
+                given.map(<[_]>::to_vec).unwrap_or_default(),
+            ),
+        })
+        .collect();
+    let requests: Vec<Request> = methods
+        .iter()
+        .zip(&ours)
+        .map(|(m, (_, inputs))| Request {
+            id: runner.next_id(),
+            pte: pte.to_path_buf(),
+            method: m.clone(),
+            inputs: inputs.clone(),
+            ptd: ptd.map(|(p, _)| PathBuf::from(p)),
+        })
+        .collect();
+    let outs = runner.run(&requests);
+    methods
+        .iter()
+        .zip(ours)
+        .zip(outs)
+        .map(|((m, (ours, _)), o)| Versus { method: m.clone(), ours, theirs: theirs(o) })
+        .collect()
+}
