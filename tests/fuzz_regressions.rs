@@ -241,17 +241,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
             // operand's element count): refused, not a tensor of that shape.
             "kernel-view-to-sizes-whose-product-overflows.pte",
             one_op(vec![], vec![f32_tensor(vec![1])], Op::View { shape: vec![1, 1] }, |p| {
-                let values = plan0(p).values.as_mut().expect("values");
-                let items = values
-                    .iter()
-                    .find_map(|v| match v {
-                        EValue::IntList(items) => items.clone(),
-                        _ => None,
-                    })
-                    .expect("the view's sizes");
-                for (item, to) in items.iter().zip([7, 0x6DB6_DB6D_B6DB_6DB7]) {
-                    values[*item as usize] = EValue::Int(to);
-                }
+                view_sizes(p, |k| [7, 0x6DB6_DB6D_B6DB_6DB7].get(k).copied());
             }),
             Expect::Execute(ErrorCode::Internal),
         ),

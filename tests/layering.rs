@@ -78,16 +78,21 @@ fn every_module_uses_only_the_stages_it_may() {
     assert!(checked > 40, "{checked} files checked");
 }
 
-#[test]
-fn the_checker_sees_a_forbidden_use() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-layering-{}", std::process::id()));
+/// A source file holding `text`, in a temporary folder of its own (`tag`).
+fn probe(tag: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ptecheck-layering-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp");
     let f = dir.join("x.rs");
-    std::fs::write(
-        &f,
+    std::fs::write(&f, text).expect("write");
+    f
+}
+
+#[test]
+fn the_checker_sees_a_forbidden_use() {
+    let f = probe(
+        "uses",
         "//! crate::oracle in a comment\nuse crate::{runtime::Trace, ir};\nfn f() { crate::emit::emit(); }\n",
-    )
-    .expect("write");
+    );
     assert_eq!(uses(&f), ["emit", "ir", "runtime"].iter().map(|s| s.to_string()).collect());
 }
 
@@ -120,14 +125,10 @@ fn xnnpack_uses_neither_the_eager_interpreter_nor_the_cpu_kernels() {
         }
     }
     // The check sees such a use.
-    let dir = std::env::temp_dir().join(format!("ptecheck-layering-x-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    let probe = dir.join("x.rs");
-    std::fs::write(
-        &probe,
+    let f = probe(
+        "names",
         "// crate::ir::eval\nuse crate::runtime::{\n    frame,\n    kernels,\n};\nuse crate::ir;\nfn f() { ir::eval::run(); }\n",
-    )
-    .expect("write");
-    assert_eq!(names(&probe, &["runtime", "kernels"]).len(), 1);
-    assert_eq!(names(&probe, &["ir", "eval"]).len(), 1);
+    );
+    assert_eq!(names(&f, &["runtime", "kernels"]).len(), 1);
+    assert_eq!(names(&f, &["ir", "eval"]).len(), 1);
 }
