@@ -455,23 +455,33 @@ fn given_inputs(a: &RunArgs) -> Result<Option<Vec<HostValue>>, Rejected> {
 /// `run FILE --runner CMD`: each method on the reference runtime and on the runner; exit 1 when
 /// any ends otherwise. A file the reference loader refuses is still sent to the runner.
 fn run_versus(a: &RunArgs, cmd: &str) -> CmdResult {
-    if a.file.as_os_str() == "-" {
-        return Err(Rejected("--runner needs a file path (the runner reads the file itself), not stdin".into()));
+    if a.file.as_os_str() == "-" || a.data.as_deref().is_some_and(|d| d.as_os_str() == "-") {
+        return Err(Rejected("--runner needs file paths (the runner reads the files itself), not stdin".into()));
     }
     let bytes = read_input(&a.file)?;
     let ptd_bytes = a.data.as_deref().map(read_input).transpose()?;
     let ptd = ptd_bytes.as_deref().map(format::load_ptd).transpose().map_err(|e| Rejected(format!("{e} (--data)")))?;
     let given = given_inputs(a)?;
-    let methods: Vec<String> = match (&a.method, format::load(&bytes)) {
+    let loaded = format::load(&bytes);
+    let names: Option<Vec<String>> =
+        loaded.as_ref().ok().map(|l| l.program.plans().iter().map(|p| p.name_str().to_string()).collect());
+    let methods: Vec<String> = match (&a.method, &names) {
         (Some(m), _) => vec![m.clone()],
-        (None, Ok(l)) if given.is_none() => l.program.plans().iter().map(|p| p.name_str().to_string()).collect(),
+        (None, Some(all)) if given.is_none() => all.clone(),
         (None, _) => vec!["forward".into()],
     };
+    if let Some(all) = &names
+        && let Some(m) = methods.iter().find(|m| !all.contains(m))
+    {
+        return Err(Rejected(format!("no method named `{m}`; methods: {}", all.join(", "))));
+    }
+    let multifn = std::sync::Arc::new(ptecheck::backends::multifn::MultifnBackend::default());
+    let rt = runtime(a, &multifn)?;
     let mut cfg = ptecheck::runner::RunnerConfig::new(cmd);
     cfg.request_timeout = std::time::Duration::from_secs_f64(a.runner_timeout.max(0.001));
     let mut runner = ptecheck::runner::Runner::start(cfg)?;
     let data = a.data.as_deref().zip(ptd.as_ref());
-    let results = ptecheck::oracle::versus::versus(&a.file, &bytes, data, &methods, given.as_deref(), &mut runner);
+    let results = ptecheck::oracle::versus::versus(&rt, &a.file, &bytes, data, &methods, given.as_deref(), &mut runner);
     let all_same = results.iter().all(|v| v.same());
     if a.json {
         let methods: serde_json::Map<String, serde_json::Value> = results

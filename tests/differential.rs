@@ -376,27 +376,35 @@ fn one_file_versus_a_runner_agrees_or_says_how_the_two_end() {
     let x = |v: [f32; 2]| ptecheck::runtime::HostValue::Tensor(ptecheck::runtime::HostTensor::f32(vec![2], &v));
     let inputs = [x([5.0, 1.0]), x([2.0, 3.0])];
     let methods = ["forward".to_string()];
+    let rt = ptecheck::backends::default_runtime();
     // A correct runner: the same outputs.
     let mut r = Runner::start(runner("")).expect("starts");
-    let v = versus(&path, &bytes, None, &methods, Some(&inputs), &mut r);
+    let v = versus(&rt, &path, &bytes, None, &methods, Some(&inputs), &mut r);
     assert!(v[0].same(), "{v:?}");
     assert!(matches!(&v[0].ours, Ending::Outputs(o) if *o == vec![x([3.0, -2.0])]), "{v:?}");
     // A runner whose sub swaps its operands: other outputs.
     let mut r = Runner::start(runner("--fault sub_swaps_operands")).expect("starts");
-    let v = versus(&path, &bytes, None, &methods, Some(&inputs), &mut r);
+    let v = versus(&rt, &path, &bytes, None, &methods, Some(&inputs), &mut r);
     assert!(!v[0].same(), "{v:?}");
     assert!(matches!(&v[0].theirs, Ending::Outputs(o) if *o == vec![x([-3.0, 2.0])]), "{v:?}");
     // Too few inputs: both refuse while setting them, with the same code.
     let mut r = Runner::start(runner("")).expect("starts");
-    let v = versus(&path, &bytes, None, &methods, Some(&inputs[..1]), &mut r);
+    let v = versus(&rt, &path, &bytes, None, &methods, Some(&inputs[..1]), &mut r);
     assert!(v[0].same(), "{v:?}");
-    assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::SetInputs, .. }), "{v:?}");
+    for side in [&v[0].ours, &v[0].theirs] {
+        assert!(matches!(side, Ending::Refused { stage: Stage::SetInputs, code: Some(0x12), .. }), "{v:?}");
+    }
+    // Too many: the same (ExecuTorch's set_inputs takes exactly the method's inputs).
+    let three = [inputs[0].clone(), inputs[1].clone(), inputs[1].clone()];
+    let v = versus(&rt, &path, &bytes, None, &methods, Some(&three), &mut r);
+    assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::SetInputs, code: Some(0x12), .. }), "{v:?}");
     // A file the reference loader refuses is still sent; the runner refusing it too agrees.
     let bad = dir.join("bad.pte");
     std::fs::write(&bad, &bytes[..40]).expect("write");
-    let v = versus(&bad, &bytes[..40], None, &methods, None, &mut r);
+    let v = versus(&rt, &bad, &bytes[..40], None, &methods, None, &mut r);
     assert!(v[0].same(), "{v:?}");
     assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::LoadProgram, code: None, .. }), "{v:?}");
+    assert!(matches!(v[0].theirs, Ending::Refused { stage: Stage::LoadProgram, .. }), "{v:?}");
     // A program the reference refuses at init goes to the runner with inputs made from its
     // declaration: a runner that checks delegate indices only at execute gets that far.
     let real = std::fs::read(format!("{}/corpus/real/demo_backend_whole_module.pte", env!("CARGO_MANIFEST_DIR")))
@@ -413,7 +421,7 @@ fn one_file_versus_a_runner_agrees_or_says_how_the_two_end() {
     let path = dir.join("delegate-index.pte");
     std::fs::write(&path, &corrupt).expect("write");
     let mut r = Runner::start(runner("--fault delegate_index_at_execute_only")).expect("starts");
-    let v = versus(&path, &corrupt, None, &methods, None, &mut r);
+    let v = versus(&rt, &path, &corrupt, None, &methods, None, &mut r);
     assert!(!v[0].same(), "{v:?}");
     assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::LoadMethod, .. }), "{v:?}");
     assert!(matches!(v[0].theirs, Ending::Refused { stage: Stage::Execute, .. }), "{v:?}");
@@ -438,4 +446,30 @@ fn run_with_a_runner_exits_one_when_an_init_code_differs() {
         text.contains("forward: DIFFERENT") && text.contains("LoadMethod 0x20") && text.contains("LoadMethod 0x01"),
         "{text}"
     );
+}
+
+#[test]
+fn endings_agree_only_at_the_same_stage_with_the_same_code() {
+    use ptecheck::oracle::versus::{Ending, agree};
+    use ptecheck::runner::Stage;
+    let at = |stage, code| Ending::Refused { stage, code, message: String::new() };
+    let cases = [
+        (at(Stage::LoadMethod, Some(0x23)), at(Stage::LoadMethod, Some(0x23)), true),
+        (at(Stage::LoadMethod, Some(0x23)), at(Stage::LoadMethod, Some(0x20)), false),
+        (at(Stage::LoadMethod, Some(0x23)), at(Stage::LoadMethod, None), true),
+        (at(Stage::LoadMethod, Some(0x23)), at(Stage::Execute, Some(0x23)), false),
+        (at(Stage::SetInputs, Some(0x12)), at(Stage::LoadMethod, Some(0x12)), false),
+        // The reference loader checks at load what ExecuTorch checks at init.
+        (at(Stage::LoadProgram, None), at(Stage::LoadMethod, Some(0x20)), true),
+        (at(Stage::LoadProgram, None), at(Stage::LoadProgram, Some(0x23)), true),
+        (at(Stage::LoadProgram, None), at(Stage::SetInputs, Some(0x12)), false),
+        // A runner that refused the request itself says nothing about the program.
+        (at(Stage::LoadMethod, Some(0x12)), at(Stage::Request, None), false),
+        (at(Stage::LoadMethod, Some(0x12)), Ending::RunnerFailed("signalled".into()), false),
+        (Ending::Outputs(vec![]), Ending::Outputs(vec![]), true),
+        (Ending::Outputs(vec![]), at(Stage::Execute, Some(0x12)), false),
+    ];
+    for (ours, theirs, want) in cases {
+        assert_eq!(agree(&ours, &theirs), want, "{ours:?} vs {theirs:?}");
+    }
 }

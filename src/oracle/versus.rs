@@ -7,7 +7,7 @@ use super::values;
 use crate::format::{self, LoadedProgram, LoadedPtd};
 use crate::runner::{Outcome, Reply, Request, Runner, Stage};
 use crate::runtime::io::to_json;
-use crate::runtime::{HostTensor, HostValue, Runtime, RuntimeError, Session};
+use crate::runtime::{ErrorCode, HostTensor, HostValue, Runtime, RuntimeError, Session};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -30,11 +30,6 @@ pub enum Ending {
 }
 
 impl Ending {
-    /// Whether a refusal came before the method ran (load, init or inputs).
-    fn before_running(stage: Stage) -> bool {
-        matches!(stage, Stage::Request | Stage::LoadProgram | Stage::LoadMethod | Stage::SetInputs)
-    }
-
     /// The ending as JSON: `{"outputs": [...]}`, `{"stage", "code", "error"}` or `{"runner_failed"}`.
     pub fn to_json(&self) -> Value {
         match self {
@@ -61,17 +56,18 @@ impl Ending {
 }
 
 /// Whether the reference's ending `ours` and the runner's `theirs` agree: equal outputs (NaN
-/// equals NaN, -0.0 is not +0.0); or refusals both before running or both while executing,
-/// with equal codes where both sides give one at the same stage. The reference loader refuses
-/// more than ExecuTorch's (docs/pte-format.md), so its refusal agrees with any refusal before
-/// running.
+/// equals NaN, -0.0 is not +0.0), or refusals at the same stage with the same code where both
+/// give one. A refusal by the reference loader (no code) agrees with the runner's refusal to
+/// load the program or its method: that loader checks at load what ExecuTorch checks at init
+/// (docs/pte-format.md). A runner that refused the request itself never agrees.
 pub fn agree(ours: &Ending, theirs: &Ending) -> bool {
     match (ours, theirs) {
         (Ending::Outputs(a), Ending::Outputs(b)) => values::same_all(a, b),
+        (Ending::Refused { stage: Stage::LoadProgram, code: None, .. }, Ending::Refused { stage, .. }) => {
+            matches!(stage, Stage::LoadProgram | Stage::LoadMethod)
+        }
         (Ending::Refused { stage: s1, code: c1, .. }, Ending::Refused { stage: s2, code: c2, .. }) => {
-            let same_phase = Ending::before_running(*s1) == Ending::before_running(*s2);
-            let same_code = s1 != s2 || c1.is_none() || c2.is_none() || c1 == c2;
-            same_phase && same_code
+            s1 == s2 && *s2 != Stage::Request && (c1.is_none() || c2.is_none() || c1 == c2)
         }
         _ => false,
     }
@@ -99,8 +95,9 @@ fn refused(stage: Stage, e: &RuntimeError) -> Ending {
     Ending::Refused { stage, code: Some(e.code() as u32), message: e.to_string() }
 }
 
-/// Most bytes of one zero-filled input made from a refused program's declaration.
-const MAX_DECLARED_INPUT: usize = 64 << 20;
+/// Most bytes of all the zero-filled inputs made from a refused program's declaration (each is
+/// sent as JSON, many times its size).
+const MAX_DECLARED_INPUTS: usize = 16 << 20;
 
 /// Inputs of `method` read from its plan (zeros of each tensor's declared dtype and sizes, each
 /// scalar's value), for a program the reference refuses before it has its own templates: the
@@ -109,6 +106,7 @@ fn declared_inputs(loaded: &LoadedProgram<'_>, method: &str) -> Vec<HostValue> {
     use crate::program::EValue;
     let Some(plan) = loaded.program.plan(method) else { return vec![] };
     let values = plan.values.as_deref().unwrap_or(&[]);
+    let mut left = MAX_DECLARED_INPUTS;
     plan.inputs
         .as_deref()
         .unwrap_or(&[])
@@ -118,8 +116,9 @@ fn declared_inputs(loaded: &LoadedProgram<'_>, method: &str) -> Vec<HostValue> {
                 let sizes: Option<Vec<usize>> = t.sizes.iter().flatten().map(|s| usize::try_from(*s).ok()).collect();
                 let elem = t.scalar_type.element_size().unwrap_or(1);
                 let bytes = sizes.as_deref().and_then(crate::program::checked_numel).and_then(|n| n.checked_mul(elem));
-                match sizes {
-                    Some(sizes) if bytes.is_some_and(|b| b <= MAX_DECLARED_INPUT) => {
+                match (sizes, bytes) {
+                    (Some(sizes), Some(b)) if b <= left => {
+                        left -= b;
                         HostValue::Tensor(HostTensor::zeros(t.scalar_type, sizes))
                     }
                     _ => HostValue::None,
@@ -136,13 +135,13 @@ fn declared_inputs(loaded: &LoadedProgram<'_>, method: &str) -> Vec<HostValue> {
 /// The reference runtime's ending of `method` on `inputs` (`None`: each input's template, as the
 /// runner will be sent), with the inputs it used.
 fn ours(
+    rt: &Runtime,
     loaded: &LoadedProgram<'_>,
     ptd: Option<&LoadedPtd<'_>>,
     method: &str,
     given: Option<&[HostValue]>,
 ) -> (Ending, Vec<HostValue>) {
-    let rt: Runtime = crate::backends::default_runtime();
-    let session = Session::new(loaded, &rt).with_external(ptd);
+    let session = Session::new(loaded, rt).with_external(ptd);
     let mut m = match session.load(method) {
         Ok(m) => m,
         Err(e) => {
@@ -154,8 +153,16 @@ fn ours(
         Some(g) => g.to_vec(),
         None => (0..m.num_inputs()).map(|i| m.input_template(i).unwrap_or(HostValue::None)).collect(),
     };
-    for i in 0..m.num_inputs() {
-        if let Err(e) = m.set_input(i, inputs.get(i).unwrap_or(&HostValue::None)) {
+    if inputs.len() != m.num_inputs() {
+        // ExecuTorch's `set_inputs` takes exactly the method's inputs (InvalidArgument).
+        let message = format!("{} inputs given, the method takes {}", inputs.len(), m.num_inputs());
+        return (
+            Ending::Refused { stage: Stage::SetInputs, code: Some(ErrorCode::InvalidArgument as u32), message },
+            inputs,
+        );
+    }
+    for (i, v) in inputs.iter().enumerate() {
+        if let Err(e) = m.set_input(i, v) {
             return (refused(Stage::SetInputs, &e), inputs);
         }
     }
@@ -174,11 +181,12 @@ fn theirs(o: Outcome) -> Ending {
     }
 }
 
-/// Runs `methods` of the program at `pte` (its bytes: `bytes`; external data at `ptd_path`,
-/// loaded as `ptd`) on the reference runtime and on `runner`, with `given` inputs or each
-/// input's template. A program the reference loader refuses is still sent to the runner, with
-/// `given` inputs or none.
+/// Runs `methods` of the program at `pte` (its bytes: `bytes`; external data at `ptd`'s path,
+/// loaded) on the reference runtime `rt` and on `runner`, with `given` inputs or each input's
+/// template. A program the reference loader refuses is still sent to the runner, with `given`
+/// inputs or none.
 pub fn versus(
+    rt: &Runtime,
     pte: &Path,
     bytes: &[u8],
     ptd: Option<(&Path, &LoadedPtd<'_>)>,
@@ -190,7 +198,7 @@ pub fn versus(
     let ours: Vec<(Ending, Vec<HostValue>)> = methods
         .iter()
         .map(|m| match &loaded {
-            Ok(l) => self::ours(l, ptd.map(|(_, d)| d), m, given),
+            Ok(l) => self::ours(rt, l, ptd.map(|(_, d)| d), m, given),
             Err(e) => (
                 Ending::Refused { stage: Stage::LoadProgram, code: None, message: e.to_string() },
                 given.map(<[_]>::to_vec).unwrap_or_default(),
