@@ -68,7 +68,7 @@ def one(path):
 
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        sys.stdout = sys.stderr  # only the outcome goes to the real stdout
+        # Only the outcome goes to the real stdout; native code's prints go to stderr.
         out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
         sys.stdout = out

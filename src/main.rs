@@ -481,7 +481,8 @@ fn run_versus(a: &RunArgs, cmd: &str) -> CmdResult {
     cfg.request_timeout = std::time::Duration::from_secs_f64(a.runner_timeout.max(0.001));
     let mut runner = ptecheck::runner::Runner::start(cfg)?;
     let data = a.data.as_deref().zip(ptd.as_ref());
-    let results = ptecheck::oracle::versus::versus(&rt, &a.file, &bytes, data, &methods, given.as_deref(), &mut runner);
+    let results =
+        ptecheck::oracle::versus::versus(&rt, &a.file, &loaded, data, &methods, given.as_deref(), &mut runner);
     let all_same = results.iter().all(|v| v.same());
     if a.json {
         let methods: serde_json::Map<String, serde_json::Value> = results

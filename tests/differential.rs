@@ -379,29 +379,29 @@ fn one_file_versus_a_runner_agrees_or_says_how_the_two_end() {
     let rt = ptecheck::backends::default_runtime();
     // A correct runner: the same outputs.
     let mut r = Runner::start(runner("")).expect("starts");
-    let v = versus(&rt, &path, &bytes, None, &methods, Some(&inputs), &mut r);
+    let v = versus(&rt, &path, &ptecheck::format::load(&bytes), None, &methods, Some(&inputs), &mut r);
     assert!(v[0].same(), "{v:?}");
     assert!(matches!(&v[0].ours, Ending::Outputs(o) if *o == vec![x([3.0, -2.0])]), "{v:?}");
     // A runner whose sub swaps its operands: other outputs.
     let mut r = Runner::start(runner("--fault sub_swaps_operands")).expect("starts");
-    let v = versus(&rt, &path, &bytes, None, &methods, Some(&inputs), &mut r);
+    let v = versus(&rt, &path, &ptecheck::format::load(&bytes), None, &methods, Some(&inputs), &mut r);
     assert!(!v[0].same(), "{v:?}");
     assert!(matches!(&v[0].theirs, Ending::Outputs(o) if *o == vec![x([-3.0, 2.0])]), "{v:?}");
     // Too few inputs: both refuse while setting them, with the same code.
     let mut r = Runner::start(runner("")).expect("starts");
-    let v = versus(&rt, &path, &bytes, None, &methods, Some(&inputs[..1]), &mut r);
+    let v = versus(&rt, &path, &ptecheck::format::load(&bytes), None, &methods, Some(&inputs[..1]), &mut r);
     assert!(v[0].same(), "{v:?}");
     for side in [&v[0].ours, &v[0].theirs] {
         assert!(matches!(side, Ending::Refused { stage: Stage::SetInputs, code: Some(0x12), .. }), "{v:?}");
     }
     // Too many: the same (ExecuTorch's set_inputs takes exactly the method's inputs).
     let three = [inputs[0].clone(), inputs[1].clone(), inputs[1].clone()];
-    let v = versus(&rt, &path, &bytes, None, &methods, Some(&three), &mut r);
+    let v = versus(&rt, &path, &ptecheck::format::load(&bytes), None, &methods, Some(&three), &mut r);
     assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::SetInputs, code: Some(0x12), .. }), "{v:?}");
     // A file the reference loader refuses is still sent; the runner refusing it too agrees.
     let bad = dir.join("bad.pte");
     std::fs::write(&bad, &bytes[..40]).expect("write");
-    let v = versus(&rt, &bad, &bytes[..40], None, &methods, None, &mut r);
+    let v = versus(&rt, &bad, &ptecheck::format::load(&bytes[..40]), None, &methods, None, &mut r);
     assert!(v[0].same(), "{v:?}");
     assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::LoadProgram, code: None, .. }), "{v:?}");
     assert!(matches!(v[0].theirs, Ending::Refused { stage: Stage::LoadProgram, .. }), "{v:?}");
@@ -421,7 +421,7 @@ fn one_file_versus_a_runner_agrees_or_says_how_the_two_end() {
     let path = dir.join("delegate-index.pte");
     std::fs::write(&path, &corrupt).expect("write");
     let mut r = Runner::start(runner("--fault delegate_index_at_execute_only")).expect("starts");
-    let v = versus(&rt, &path, &corrupt, None, &methods, None, &mut r);
+    let v = versus(&rt, &path, &ptecheck::format::load(&corrupt), None, &methods, None, &mut r);
     assert!(!v[0].same(), "{v:?}");
     assert!(matches!(v[0].ours, Ending::Refused { stage: Stage::LoadMethod, .. }), "{v:?}");
     assert!(matches!(v[0].theirs, Ending::Refused { stage: Stage::Execute, .. }), "{v:?}");

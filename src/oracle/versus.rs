@@ -4,7 +4,7 @@
 //! generation, emission, the campaigns.
 
 use super::values;
-use crate::format::{self, LoadedProgram, LoadedPtd};
+use crate::format::{FormatError, LoadedProgram, LoadedPtd};
 use crate::runner::{Outcome, Reply, Request, Runner, Stage};
 use crate::runtime::io::to_json;
 use crate::runtime::{ErrorCode, HostTensor, HostValue, Runtime, RuntimeError, Session};
@@ -181,38 +181,37 @@ fn theirs(o: Outcome) -> Ending {
     }
 }
 
-/// Runs `methods` of the program at `pte` (its bytes: `bytes`; external data at `ptd`'s path,
-/// loaded) on the reference runtime `rt` and on `runner`, with `given` inputs or each input's
-/// template. A program the reference loader refuses is still sent to the runner, with `given`
-/// inputs or none.
+/// Runs `methods` of the program at `pte` (what the reference loader made of it: `loaded`;
+/// external data at `ptd`'s path, loaded) on the reference runtime `rt` and on `runner`, with
+/// `given` inputs or each input's template. A program the reference loader refuses is still
+/// sent to the runner, with `given` inputs or none.
 pub fn versus(
     rt: &Runtime,
     pte: &Path,
-    bytes: &[u8],
+    loaded: &Result<LoadedProgram<'_>, FormatError>,
     ptd: Option<(&Path, &LoadedPtd<'_>)>,
     methods: &[String],
     given: Option<&[HostValue]>,
     runner: &mut Runner,
 ) -> Vec<Versus> {
-    let loaded = format::load(bytes);
-    let ours: Vec<(Ending, Vec<HostValue>)> = methods
+    let (ours, inputs): (Vec<Ending>, Vec<Vec<HostValue>>) = methods
         .iter()
-        .map(|m| match &loaded {
+        .map(|m| match loaded {
             Ok(l) => self::ours(rt, l, ptd.map(|(_, d)| d), m, given),
             Err(e) => (
                 Ending::Refused { stage: Stage::LoadProgram, code: None, message: e.to_string() },
                 given.map(<[_]>::to_vec).unwrap_or_default(),
             ),
         })
-        .collect();
+        .unzip();
     let requests: Vec<Request> = methods
         .iter()
-        .zip(&ours)
-        .map(|(m, (_, inputs))| Request {
+        .zip(inputs)
+        .map(|(m, inputs)| Request {
             id: runner.next_id(),
             pte: pte.to_path_buf(),
             method: m.clone(),
-            inputs: inputs.clone(),
+            inputs,
             ptd: ptd.map(|(p, _)| PathBuf::from(p)),
         })
         .collect();
@@ -221,6 +220,6 @@ pub fn versus(
         .iter()
         .zip(ours)
         .zip(outs)
-        .map(|((m, (ours, _)), o)| Versus { method: m.clone(), ours, theirs: theirs(o) })
+        .map(|((m, ours), o)| Versus { method: m.clone(), ours, theirs: theirs(o) })
         .collect()
 }

@@ -174,11 +174,8 @@ impl Frame<'_> {
     /// Resizes the tensor of slot `v` as ExecuTorch's `resize_tensor` does: a static tensor
     /// keeps its shape; a bounded-dynamic one takes any shape of the same rank that fits.
     pub fn resize(&mut self, v: usize, sizes: &[usize]) -> OpResult<()> {
-        self.check_resize(v, sizes)?;
-        let tid = self.tensor_id(v)?;
-        let t = &mut self.tensors[tid];
-        if t.sizes != sizes {
-            t.sizes = sizes.to_vec();
+        if let Some(tid) = self.resize_target(v, sizes)? {
+            self.tensors[tid].sizes = sizes.to_vec();
         }
         Ok(())
     }
@@ -186,7 +183,13 @@ impl Frame<'_> {
     /// The error [`Frame::resize`] would give for these sizes, without resizing (a kernel that
     /// reads its inputs first still reports a refused output first, as ExecuTorch's do).
     pub fn check_resize(&self, v: usize, sizes: &[usize]) -> OpResult<()> {
-        let t = &self.tensors[self.tensor_id(v)?];
+        self.resize_target(v, sizes).map(drop)
+    }
+
+    /// The checks of [`Frame::resize`]: the tensor to give `sizes`, or `None` when it has them.
+    fn resize_target(&self, v: usize, sizes: &[usize]) -> OpResult<Option<usize>> {
+        let tid = self.tensor_id(v)?;
+        let t = &self.tensors[tid];
         let limit = self.memory_limit;
         let elem = t.dtype.element_size().unwrap_or(1);
         let need = sizes.iter().try_fold(elem, |a, s| a.checked_mul(*s));
@@ -199,7 +202,7 @@ impl Frame<'_> {
             ));
         }
         if t.sizes == sizes {
-            return Ok(());
+            return Ok(None);
         }
         match (&t.dynamism, &t.storage) {
             (d, _) if *d == TensorShapeDynamism::STATIC => Err(OpError::new(
@@ -214,7 +217,7 @@ impl Frame<'_> {
             }
             (_, Storage::Constant(_)) => Err(bad(format!("values[{v}] is constant; cannot resize"))),
             _ if need.is_none() => Err(bad(format!("values[{v}]: shape {sizes:?} overflows"))),
-            _ => Ok(()),
+            _ => Ok(Some(tid)),
         }
     }
 
