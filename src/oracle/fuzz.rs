@@ -81,8 +81,12 @@ pub fn run_all(loaded: &LoadedProgram<'_>, rt: &Runtime) -> Outcome {
     best
 }
 
-/// `load_pte`: raw bytes -> load -> checks -> init and execute every method.
+/// `load_pte`: raw bytes -> the two FlatBuffers readers agree -> load -> checks -> init and
+/// execute every method.
 pub fn load_pte(data: &[u8]) -> Outcome {
+    if let Err(disagreement) = format::oracle::decoders_agree(data) {
+        panic!("{disagreement}");
+    }
     match format::load(data) {
         Err(e) => Outcome::Rejected(e.kind()),
         Ok(loaded) => {

@@ -265,7 +265,7 @@ fn union_tag_without_value() {
     // The verifier already refuses a discriminant without its value, naming the path.
     let e = err(&program_with_value_tag(2, false));
     assert!(
-        matches!(&e, FormatError::Malformed { detail } if detail.contains("`val`") && detail.contains("values")),
+        matches!(&e, FormatError::Malformed { detail } if detail.contains("execution_plan[0].values[0].val ")),
         "{e}"
     );
 }
@@ -450,6 +450,40 @@ fn shared_table_bomb_is_bounded() {
     assert!(d.len() < 200_000);
     let e = err(&d);
     assert!(matches!(e, FormatError::VerifierLimit { .. } | FormatError::DecodeBudgetExceeded { .. }), "{e}");
+}
+
+#[test]
+fn shared_tables_are_counted_as_the_crate_verifier_counts_them() {
+    // One Tensor with a 2,000-entry sizes vector, referenced n times: around n = 135 its tree
+    // expansion crosses the apparent-size limit (8 x the data + 1 MiB). The loader's reader and
+    // the crate's verifier must draw that line at the same n.
+    let (mut accepted, mut refused) = (0, 0);
+    for n in 100..=170 {
+        let mut b = FlatBufferBuilder::new();
+        let sizes = b.create_vector(&vec![1i32; 2000]);
+        let tensor = {
+            let s = b.start_table();
+            b.push_slot_always(8, sizes);
+            b.end_table(s)
+        };
+        let ev = {
+            let s = b.start_table();
+            b.push_slot::<u8>(4, 5, 0);
+            b.push_slot_always(6, tensor);
+            b.end_table(s)
+        };
+        let vals = b.create_vector(&vec![ev; n]);
+        let d = finish_with_values(&mut b, vals);
+        if let Err(disagreement) = format::oracle::decoders_agree(&d) {
+            panic!("{n} references: {disagreement}");
+        }
+        match format::load(&d) {
+            Ok(_) => accepted += 1,
+            Err(FormatError::VerifierLimit { .. }) => refused += 1,
+            Err(e) => panic!("{n} references: {e}"),
+        }
+    }
+    assert!(accepted > 0 && refused > 0, "the sweep crosses the limit: {accepted} accepted, {refused} refused");
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! Verified FlatBuffers accessors -> owned [`Program`](crate::program::Program).
+//! The second reader: the `flatbuffers` crate's verifier, then its generated accessors ->
+//! owned [`Program`](crate::program::Program). Not on the load path (that is [`super::wire`]);
+//! [`super::oracle`] runs it beside the loader so the two check each other.
 //!
-//! Runs only after the verifier accepted the buffer. Charges every owned allocation against a
+//! Decoding runs only after the crate's verifier accepted the buffer. Charges every owned allocation against a
 //! budget proportional to the input, so a buffer whose tables are shared many times over (a DAG
 //! that expands into a huge tree) is rejected instead of exhausting memory. Rejects union tags
 //! the schema does not declare, with the field path.
@@ -8,6 +10,23 @@
 use super::FormatError;
 use super::generated::executorch_flatbuffer as fb;
 use crate::program::*;
+
+/// The crate's verifier with `opts`, then decoding: `program_data` of a file of `input_len` bytes.
+pub(crate) fn decode_with_crate(
+    program_data: &[u8],
+    opts: &flatbuffers::VerifierOptions,
+    input_len: usize,
+) -> Result<Program, FormatError> {
+    let fb_program = flatbuffers::root_with_opts::<fb::Program>(opts, program_data).map_err(|e| {
+        use flatbuffers::InvalidFlatbuffer as E;
+        let detail = e.to_string().trim().replace('\n', " ").replace('\t', "");
+        match e {
+            E::TooManyTables | E::ApparentSizeTooLarge | E::DepthLimitReached => FormatError::VerifierLimit { detail },
+            _ => FormatError::Malformed { detail },
+        }
+    })?;
+    Decoder::new(input_len).program(fb_program)
+}
 
 /// Converts verified accessors into owned values within a memory budget.
 pub(crate) struct Decoder {

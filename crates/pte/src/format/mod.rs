@@ -12,9 +12,13 @@ mod error;
 #[forbid(unsafe_code)]
 pub mod header;
 #[forbid(unsafe_code)]
+pub mod oracle;
+#[forbid(unsafe_code)]
 pub mod ptd;
 #[forbid(unsafe_code)]
 mod read;
+#[forbid(unsafe_code)]
+mod wire;
 #[forbid(unsafe_code)]
 pub(crate) mod write;
 

@@ -6,9 +6,8 @@
 //! borrows the input (segments, inline delegate blobs, named data, constants, mutable data).
 
 use super::FormatError;
-use super::decode::Decoder;
-use super::generated::executorch_flatbuffer as fb;
 use super::header::{ExtendedHeader, HEADER_OFFSET, PTE_IDENTIFIER, root_offset};
+use super::wire;
 use crate::program::{DataLocation, Program};
 use serde::Serialize;
 
@@ -112,6 +111,46 @@ pub fn load(data: &[u8]) -> Result<LoadedProgram<'_>, FormatError> {
 
 /// [`load`] with explicit verifier limits.
 pub fn load_with<'a>(data: &'a [u8], limits: &LoadLimits) -> Result<LoadedProgram<'a>, FormatError> {
+    let Region { header, program_data, segment_base, segment_limit } = region(data)?;
+    let opts = limits_to_options(limits, program_data.len());
+    let wire::Decoded { program, constant_storage, inline_data } = wire::decode(program_data, &opts, data.len())?;
+
+    let segments = resolve_segments(&program, data, segment_base, segment_limit)?;
+    let inline_delegate_data = borrowed(program_data, &inline_data, "backend_delegate_data", "data")?;
+    let named_data = resolve_named_data(&program, &segments)?;
+    let (constant_source, constants) = resolve_constants(&program, program_data, &constant_storage, &segments)?;
+    let mutable_data = resolve_mutable(&program, &segments)?;
+    let delegate_blobs = resolve_delegates(&program, &segments, &inline_delegate_data)?;
+    Ok(LoadedProgram {
+        program,
+        file: data,
+        header,
+        program_data,
+        segment_base,
+        segments,
+        constant_source,
+        constants,
+        mutable_data,
+        named_data,
+        inline_delegate_data,
+        delegate_blobs,
+    })
+}
+
+/// Where the parts of a file lie, once preamble, header and root offset are checked.
+pub(crate) struct Region<'a> {
+    /// The extended header, if present.
+    pub header: Option<ExtendedHeader>,
+    /// FlatBuffers data `[0, program_size)`.
+    pub program_data: &'a [u8],
+    /// Absolute file offset of segment data (0 = none).
+    pub segment_base: u64,
+    /// End of the segment region.
+    pub segment_limit: u64,
+}
+
+/// Checks preamble, identifier, extended header and root offset (pte-format §7, in order).
+pub(crate) fn region(data: &[u8]) -> Result<Region<'_>, FormatError> {
     if data.is_empty() {
         return Err(FormatError::Empty);
     }
@@ -164,49 +203,22 @@ pub fn load_with<'a>(data: &'a [u8], limits: &LoadLimits) -> Result<LoadedProgra
     if (root as usize) < 8 || root as usize > root_limit {
         return Err(FormatError::RootOffsetOutOfRange { root, limit: root_limit });
     }
-    let opts = limits_to_options(limits, program_data.len());
-    let fb_program = flatbuffers::root_with_opts::<fb::Program>(&opts, program_data).map_err(|e| {
-        use flatbuffers::InvalidFlatbuffer as E;
-        let detail = e.to_string().trim().replace('\n', " ").replace('\t', "");
-        match e {
-            E::TooManyTables | E::ApparentSizeTooLarge | E::DepthLimitReached => FormatError::VerifierLimit { detail },
-            _ => FormatError::Malformed { detail },
-        }
-    })?;
-    let program = Decoder::new(data.len()).program(fb_program)?;
+    Ok(Region { header, program_data, segment_base, segment_limit })
+}
 
-    let segments = resolve_segments(&program, data, segment_base, segment_limit)?;
-    let inline_delegate_data = match fb_program.backend_delegate_data() {
-        None => Vec::new(),
-        Some(v) => {
-            let mut out = Vec::with_capacity(v.len());
-            for (i, d) in v.iter().enumerate() {
-                let bytes = d
-                    .data()
-                    .ok_or_else(|| FormatError::MissingField { field: format!("backend_delegate_data[{i}].data") })?;
-                out.push(bytes.bytes());
-            }
-            out
-        }
-    };
-    let named_data = resolve_named_data(&program, &segments)?;
-    let (constant_source, constants) = resolve_constants(&program, fb_program, &segments)?;
-    let mutable_data = resolve_mutable(&program, &segments)?;
-    let delegate_blobs = resolve_delegates(&program, &segments, &inline_delegate_data)?;
-    Ok(LoadedProgram {
-        program,
-        file: data,
-        header,
-        program_data,
-        segment_base,
-        segments,
-        constant_source,
-        constants,
-        mutable_data,
-        named_data,
-        inline_delegate_data,
-        delegate_blobs,
-    })
+/// The inline blobs at `ranges` (`table[i].field`), each required.
+fn borrowed<'a>(
+    program_data: &'a [u8],
+    ranges: &[Option<std::ops::Range<usize>>],
+    table: &str,
+    field: &str,
+) -> Result<Vec<&'a [u8]>, FormatError> {
+    let mut out = Vec::with_capacity(ranges.len());
+    for (i, range) in ranges.iter().enumerate() {
+        let missing = || FormatError::MissingField { field: format!("{table}[{i}].{field}") };
+        out.push(range.clone().and_then(|r| program_data.get(r)).ok_or_else(missing)?);
+    }
+    Ok(out)
 }
 
 fn resolve_segments<'a>(
@@ -282,7 +294,8 @@ fn subsegments<'a>(
 
 fn resolve_constants<'a>(
     program: &Program,
-    fb_program: fb::Program<'a>,
+    program_data: &'a [u8],
+    constant_storage: &[Option<std::ops::Range<usize>>],
     segments: &[&'a [u8]],
 ) -> Result<(ConstantSource, Vec<&'a [u8]>), FormatError> {
     let inline_count = program.constant_buffer.as_ref().map_or(0, Vec::len);
@@ -303,19 +316,11 @@ fn resolve_constants<'a>(
             return Ok((ConstantSource::None, Vec::new()));
         }
     }
-    match fb_program.constant_buffer() {
-        Some(v) if !v.is_empty() => {
-            let mut out = Vec::with_capacity(v.len());
-            for (i, b) in v.iter().enumerate() {
-                let storage = b
-                    .storage()
-                    .ok_or_else(|| FormatError::MissingField { field: format!("constant_buffer[{i}].storage") })?;
-                out.push(storage.bytes());
-            }
-            Ok((ConstantSource::InlineBuffer, out))
-        }
-        _ => Ok((ConstantSource::None, Vec::new())),
+    if constant_storage.is_empty() {
+        return Ok((ConstantSource::None, Vec::new()));
     }
+    let out = borrowed(program_data, constant_storage, "constant_buffer", "storage")?;
+    Ok((ConstantSource::InlineBuffer, out))
 }
 
 fn resolve_mutable<'a>(program: &Program, segments: &[&'a [u8]]) -> Result<Vec<Vec<&'a [u8]>>, FormatError> {

@@ -1,0 +1,53 @@
+//! Two readers of the same bytes, compared: the loader's one-pass reader ([`super::wire`]) and
+//! the `flatbuffers` crate's verifier with its generated accessors ([`super::decode`]).
+//!
+//! They must accept the same buffers, decode them to the same [`Program`], and refuse the same
+//! buffers with the same kind of error (an undeclared union tag with the same tag and path).
+//! Called by `tests/` over every corpus file and thousands of mutations of each, and by the
+//! `load_pte` fuzz target on every input. May not touch anything past the FlatBuffers data.
+
+use super::read::{region, verifier_options};
+use super::{FormatError, decode, wire};
+use crate::program::Program;
+use thiserror::Error;
+
+/// The two readers disagree about one input.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("the loader's reader and the flatbuffers crate's verifier disagree: loader {ours}; crate {reference}")]
+pub struct DecoderDisagreement {
+    /// What the loader's one-pass reader concluded.
+    pub ours: String,
+    /// What the crate's verifier and accessors concluded.
+    pub reference: String,
+}
+
+fn outcome(r: &Result<Program, FormatError>) -> String {
+    match r {
+        Ok(_) => "accepts".into(),
+        Err(e) => format!("refuses ({}: {e})", e.kind()),
+    }
+}
+
+/// Runs both readers on the FlatBuffers data of `data` (nothing to compare when the preamble,
+/// header or root offset is already refused) and reports any difference.
+pub fn decoders_agree(data: &[u8]) -> Result<(), DecoderDisagreement> {
+    let Ok(region) = region(data) else { return Ok(()) };
+    let opts = verifier_options(region.program_data.len());
+    let ours = wire::decode(region.program_data, &opts, data.len()).map(|d| d.program);
+    let reference = decode::decode_with_crate(region.program_data, &opts, data.len());
+    let same = match (&ours, &reference) {
+        // Debug text, not ==: a NaN double decodes to the same bits on both sides.
+        (Ok(a), Ok(b)) => format!("{a:?}") == format!("{b:?}"),
+        (Err(a @ FormatError::UnknownUnionTag { .. }), Err(b)) => a == b,
+        (Err(a), Err(b)) => a.kind() == b.kind(),
+        _ => false,
+    };
+    if same {
+        return Ok(());
+    }
+    let describe = |r: &Result<Program, FormatError>| match r {
+        Ok(p) if ours.is_ok() && reference.is_ok() => format!("decodes {p:?}"),
+        _ => outcome(r),
+    };
+    Err(DecoderDisagreement { ours: describe(&ours), reference: describe(&reference) })
+}

@@ -1,0 +1,796 @@
+//! One pass over untrusted FlatBuffers bytes: verifies them by the `flatbuffers` crate's
+//! verifier rules and decodes them into the owned [`Program`] at the same time.
+//!
+//! Owns the loader's hot path. The rules are the crate verifier's, kept exactly so that both
+//! accept and reject the same buffers ([`super::oracle::decoders_agree`] holds the two against
+//! each other in `tests/` and in the `load_pte` fuzz target):
+//! - every scalar, offset and vtable entry read lies inside the buffer and is aligned to its own
+//!   size, counted from the buffer's start;
+//! - a table's signed vtable offset lands inside the buffer, the vtable's length is even and the
+//!   vtable lies inside the buffer;
+//! - a vector's length word and elements lie inside the buffer, elements aligned to their size;
+//! - a string is valid UTF-8 followed by a NUL byte;
+//! - a union's tag and value are both present or both absent; the value of a tag the schema
+//!   does not declare is not followed;
+//! - limits: table nesting depth, number of tables and apparent (tree-expanded) size, each
+//!   counted as the crate counts it, so the same buffers hit the same limit.
+//!
+//! Decoding adds two rules of its own: every owned allocation is charged against a budget
+//! proportional to the input (a shared-table bomb is refused, not expanded), and a union tag the
+//! schema does not declare is refused with its field path. When a buffer breaks both a verifier
+//! rule and a decoding rule, the verifier rule is reported wherever each lies, as a
+//! verify-then-decode pipeline would: the first decoding error triggers a second, verify-only
+//! pass. Errors carry the field path, built only when something is wrong.
+//! May not touch: anything outside the FlatBuffers data (preamble, header, segments).
+
+use super::FormatError;
+use crate::program::*;
+use std::ops::Range;
+
+/// A decoded program with the byte ranges (within the FlatBuffers data) of its inline blobs.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    /// The owned program.
+    pub program: Program,
+    /// `constant_buffer[i].storage`, when present.
+    pub constant_storage: Vec<Option<Range<usize>>>,
+    /// `backend_delegate_data[i].data`, when present.
+    pub inline_data: Vec<Option<Range<usize>>>,
+}
+
+/// Verifies and decodes `buf` (the FlatBuffers data of a file of `input_len` bytes).
+pub(crate) fn decode(
+    buf: &[u8],
+    opts: &flatbuffers::VerifierOptions,
+    input_len: usize,
+) -> Result<Decoded, FormatError> {
+    match Reader::new(buf, opts, input_len, true).root() {
+        Ok(decoded) => Ok(decoded),
+        Err(first) if first.kind.is_decoding() => match Reader::new(buf, opts, input_len, false).root() {
+            Err(verifier) => Err(verifier.into_error(buf.len())),
+            Ok(_) => Err(first.into_error(buf.len())),
+        },
+        Err(e) => Err(e.into_error(buf.len())),
+    }
+}
+
+/// What is wrong, at the byte position of the failure.
+#[derive(Debug)]
+enum Kind {
+    Unaligned { ty: &'static str },
+    OutOfBounds { end: usize },
+    SignedOffset { soffset: i32 },
+    Utf8 { end: usize },
+    NoTerminator { end: usize },
+    InconsistentUnion { union: &'static str },
+    TooManyTables,
+    TooDeep,
+    TooLarge,
+    UnknownTag { union: &'static str, tag: u8 },
+    Budget { budget: usize },
+}
+
+impl Kind {
+    fn is_decoding(&self) -> bool {
+        matches!(self, Kind::UnknownTag { .. } | Kind::Budget { .. })
+    }
+}
+
+/// One step of a field path.
+#[derive(Debug)]
+enum Step {
+    Field(&'static str),
+    Index(usize),
+    Variant(&'static str),
+}
+
+#[derive(Debug)]
+struct Fail {
+    kind: Kind,
+    pos: usize,
+    /// Innermost step first.
+    path: Vec<Step>,
+    input_len: usize,
+}
+
+impl Fail {
+    fn path(&self) -> String {
+        let mut out = String::new();
+        for step in self.path.iter().rev() {
+            match step {
+                Step::Field(name) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(name);
+                }
+                Step::Index(i) => out.push_str(&format!("[{i}]")),
+                Step::Variant(v) => out.push_str(&format!("<{v}>")),
+            }
+        }
+        if out.is_empty() { "Program".into() } else { out }
+    }
+
+    fn into_error(self, len: usize) -> FormatError {
+        let path = self.path();
+        let pos = self.pos;
+        let at = format!("at {path} (byte {pos} of {len})");
+        match self.kind {
+            Kind::Unaligned { ty } => FormatError::Malformed { detail: format!("{ty} not aligned to its size {at}") },
+            Kind::OutOfBounds { end } => {
+                FormatError::Malformed { detail: format!("range [{pos}, {end}) out of bounds {at}") }
+            }
+            Kind::SignedOffset { soffset } => {
+                FormatError::Malformed { detail: format!("vtable offset {soffset} points outside the buffer {at}") }
+            }
+            Kind::Utf8 { end } => FormatError::Malformed { detail: format!("string [{pos}, {end}) is not UTF-8 {at}") },
+            Kind::NoTerminator { end } => {
+                FormatError::Malformed { detail: format!("string [{pos}, {end}) lacks its NUL terminator {at}") }
+            }
+            Kind::InconsistentUnion { union } => FormatError::Malformed {
+                detail: format!("{union} union has a tag without a value or a value without a tag {at}"),
+            },
+            Kind::TooManyTables => FormatError::VerifierLimit { detail: format!("too many tables {at}") },
+            Kind::TooDeep => FormatError::VerifierLimit { detail: format!("tables nested past the depth limit {at}") },
+            Kind::TooLarge => FormatError::VerifierLimit { detail: format!("apparent size too large {at}") },
+            Kind::UnknownTag { union, tag } => FormatError::UnknownUnionTag { union, tag, path },
+            Kind::Budget { budget } => FormatError::DecodeBudgetExceeded { budget, input_len: self.input_len, path },
+        }
+    }
+}
+
+type R<T> = Result<T, Box<Fail>>;
+
+/// Adds a step to the path of a failure on its way out.
+trait Trace {
+    fn field(self, name: &'static str) -> Self;
+    fn index(self, i: usize) -> Self;
+}
+
+impl<T> Trace for R<T> {
+    #[inline]
+    fn field(self, name: &'static str) -> Self {
+        self.map_err(|mut e| {
+            e.path.push(Step::Field(name));
+            e
+        })
+    }
+    #[inline]
+    fn index(self, i: usize) -> Self {
+        self.map_err(|mut e| {
+            e.path.push(Step::Index(i));
+            e
+        })
+    }
+}
+
+/// A little-endian scalar as FlatBuffers stores it.
+trait Scalar: Sized + Copy {
+    /// Size and alignment in bytes.
+    const SIZE: usize;
+    /// Name in errors.
+    const NAME: &'static str;
+    /// The value at the start of `b` (`None` if `b` is short).
+    fn from(b: &[u8]) -> Option<Self>;
+}
+
+macro_rules! scalar {
+    ($($t:ty = $n:literal),+) => {$(
+        impl Scalar for $t {
+            const SIZE: usize = $n;
+            const NAME: &'static str = stringify!($t);
+            #[inline]
+            fn from(b: &[u8]) -> Option<Self> {
+                b.first_chunk::<$n>().map(|a| <$t>::from_le_bytes(*a))
+            }
+        }
+    )+};
+}
+scalar!(u8 = 1, i8 = 1, u16 = 2, i32 = 4, u32 = 4, i64 = 8, u64 = 8, f64 = 8);
+
+impl Scalar for bool {
+    const SIZE: usize = 1;
+    const NAME: &'static str = "bool";
+    #[inline]
+    fn from(b: &[u8]) -> Option<Self> {
+        b.first().map(|&v| v != 0)
+    }
+}
+
+/// A verified table: its position, its vtable's position and length.
+struct Table {
+    pos: usize,
+    vtable: usize,
+    vtable_len: usize,
+}
+
+struct Reader<'b> {
+    buf: &'b [u8],
+    max_depth: usize,
+    max_tables: usize,
+    max_apparent: usize,
+    depth: usize,
+    tables: usize,
+    apparent: usize,
+    /// False in the verify-only pass: nothing is allocated or charged, decoding rules are off.
+    build: bool,
+    used: usize,
+    budget: usize,
+    input_len: usize,
+}
+
+impl<'b> Reader<'b> {
+    fn new(buf: &'b [u8], opts: &flatbuffers::VerifierOptions, input_len: usize, build: bool) -> Self {
+        Reader {
+            buf,
+            max_depth: opts.max_depth,
+            max_tables: opts.max_tables,
+            max_apparent: opts.max_apparent_size,
+            depth: 0,
+            tables: 0,
+            apparent: 0,
+            build,
+            used: 0,
+            // Owned values are larger than their wire form (an EValue is ~100 bytes, its wire
+            // offset 4): allow a generous multiple of the input, plus a floor for tiny inputs.
+            budget: input_len.saturating_mul(48).saturating_add(1 << 20),
+            input_len,
+        }
+    }
+
+    fn fail<T>(&self, kind: Kind, pos: usize) -> R<T> {
+        Err(Box::new(Fail { kind, pos, path: Vec::new(), input_len: self.input_len }))
+    }
+
+    // ---- verifier primitives (each mirrors one of the crate's checks and its accounting) ----
+
+    #[inline]
+    fn range(&mut self, pos: usize, size: usize) -> R<()> {
+        let end = pos.saturating_add(size);
+        if end > self.buf.len() {
+            return self.fail(Kind::OutOfBounds { end }, pos);
+        }
+        self.apparent = self.apparent.saturating_add(size);
+        if self.apparent > self.max_apparent {
+            return self.fail(Kind::TooLarge, pos);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn aligned(&self, pos: usize, align: usize, ty: &'static str) -> R<()> {
+        if pos.is_multiple_of(align) { Ok(()) } else { self.fail(Kind::Unaligned { ty }, pos) }
+    }
+
+    #[inline]
+    fn read<S: Scalar>(&mut self, pos: usize) -> R<S> {
+        self.aligned(pos, S::SIZE, S::NAME)?;
+        self.range(pos, S::SIZE)?;
+        match self.buf.get(pos..).and_then(S::from) {
+            Some(v) => Ok(v),
+            None => self.fail(Kind::OutOfBounds { end: pos.saturating_add(S::SIZE) }, pos),
+        }
+    }
+
+    /// Follows the unsigned offset stored at `pos`.
+    #[inline]
+    fn offset(&mut self, pos: usize) -> R<usize> {
+        let off: u32 = self.read(pos)?;
+        Ok((off as usize).saturating_add(pos))
+    }
+
+    /// The element range of the vector at `pos`: `(start, len)`.
+    #[inline]
+    fn vector(&mut self, pos: usize, size: usize, ty: &'static str) -> R<(usize, usize)> {
+        let len = self.read::<u32>(pos)? as usize;
+        let start = pos.saturating_add(4);
+        self.aligned(start, size, ty)?;
+        self.range(start, len.saturating_mul(size))?;
+        Ok((start, len))
+    }
+
+    #[inline]
+    fn table(&mut self, pos: usize) -> R<Table> {
+        let soffset: i32 = self.read(pos)?;
+        let magnitude = soffset.unsigned_abs() as usize;
+        let vtable = if soffset > 0 { pos.checked_sub(magnitude) } else { pos.checked_add(magnitude) };
+        let vtable = match vtable {
+            Some(v) if v < self.buf.len() => v,
+            _ => return self.fail(Kind::SignedOffset { soffset }, pos),
+        };
+        let vtable_len = self.read::<u16>(vtable)? as usize;
+        self.aligned(vtable.saturating_add(vtable_len), 2, "u16")?;
+        self.range(vtable, vtable_len)?;
+        self.tables += 1;
+        if self.tables > self.max_tables {
+            return self.fail(Kind::TooManyTables, pos);
+        }
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            return self.fail(Kind::TooDeep, pos);
+        }
+        Ok(Table { pos, vtable, vtable_len })
+    }
+
+    #[inline]
+    fn done(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// Position of the field in vtable slot `slot`, if present.
+    #[inline]
+    fn slot(&mut self, t: &Table, slot: usize) -> R<Option<usize>> {
+        if slot < t.vtable_len {
+            let off: u16 = self.read(t.vtable.saturating_add(slot))?;
+            if off > 0 {
+                return Ok(Some(t.pos.saturating_add(off as usize)));
+            }
+        }
+        Ok(None)
+    }
+
+    // ---- decoding helpers: verify a field and produce its owned value ----
+
+    fn charge(&mut self, bytes: usize) -> R<()> {
+        if !self.build {
+            return Ok(());
+        }
+        self.used = self.used.saturating_add(bytes);
+        if self.used > self.budget {
+            return self.fail(Kind::Budget { budget: self.budget }, 0);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn scalar<S: Scalar>(&mut self, t: &Table, slot: usize, default: S, name: &'static str) -> R<S> {
+        match self.slot(t, slot)? {
+            Some(p) => self.read(p).field(name),
+            None => Ok(default),
+        }
+    }
+
+    /// Verifies the string whose offset is at `pos` and returns it (unowned).
+    fn str_at(&mut self, pos: usize) -> R<&'b str> {
+        let at = self.offset(pos)?;
+        let (start, len) = self.vector(at, 1, "u8")?;
+        let end = start + len;
+        let buf = self.buf;
+        let Some(bytes) = buf.get(start..end) else { return self.fail(Kind::OutOfBounds { end }, start) };
+        let terminated = buf.get(end) == Some(&0);
+        let Ok(s) = std::str::from_utf8(bytes) else { return self.fail(Kind::Utf8 { end }, start) };
+        if !terminated {
+            return self.fail(Kind::NoTerminator { end }, start);
+        }
+        Ok(s)
+    }
+
+    /// An owned copy of a verified string, charged against the budget.
+    fn own(&mut self, s: &str) -> R<String> {
+        self.charge(s.len() + 24)?;
+        Ok(if self.build { s.to_owned() } else { String::new() })
+    }
+
+    fn string(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<String>> {
+        let Some(p) = self.slot(t, slot)? else { return Ok(None) };
+        let s = self.str_at(p).field(name)?;
+        self.own(s).field(name).map(Some)
+    }
+
+    /// The byte range of the `[ubyte]` vector in `slot`, verified (not yet charged).
+    fn byte_range(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Range<usize>>> {
+        let Some(p) = self.slot(t, slot)? else { return Ok(None) };
+        let at = self.offset(p).field(name)?;
+        let (start, len) = self.vector(at, 1, "u8").field(name)?;
+        Ok(Some(start..start + len))
+    }
+
+    fn own_bytes(&mut self, range: Option<Range<usize>>, name: &'static str) -> R<Option<Bytes>> {
+        let Some(range) = range else { return Ok(None) };
+        self.charge(range.len() + 24).field(name)?;
+        if !self.build {
+            return Ok(Some(Bytes::default()));
+        }
+        match self.buf.get(range.clone()) {
+            Some(b) => Ok(Some(Bytes(b.to_vec()))),
+            None => self.fail(Kind::OutOfBounds { end: range.end }, range.start).field(name),
+        }
+    }
+
+    fn bytes(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Bytes>> {
+        let range = self.byte_range(t, slot, name)?;
+        self.own_bytes(range, name)
+    }
+
+    fn scalars<S: Scalar>(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Vec<S>>> {
+        let Some(p) = self.slot(t, slot)? else { return Ok(None) };
+        let at = self.offset(p).field(name)?;
+        let (start, len) = self.vector(at, S::SIZE, S::NAME).field(name)?;
+        self.charge(len * std::mem::size_of::<S>() + 24).field(name)?;
+        if !self.build {
+            return Ok(Some(Vec::new()));
+        }
+        let bytes = match self.buf.get(start..start + len * S::SIZE) {
+            Some(b) => b,
+            None => return self.fail(Kind::OutOfBounds { end: start + len * S::SIZE }, start).field(name),
+        };
+        Ok(Some(bytes.chunks_exact(S::SIZE).filter_map(S::from).collect()))
+    }
+
+    /// Verifies the vector of tables in `slot` and decodes each element with `each`, charging
+    /// `up_front` bytes per element before decoding any and `per_element` before each one.
+    fn tables<T>(
+        &mut self,
+        t: &Table,
+        slot: usize,
+        name: &'static str,
+        up_front: usize,
+        per_element: usize,
+        mut each: impl FnMut(&mut Self, Table) -> R<T>,
+    ) -> R<Option<Vec<T>>> {
+        let Some(p) = self.slot(t, slot)? else { return Ok(None) };
+        let at = self.offset(p).field(name)?;
+        let (start, len) = self.vector(at, 4, "offset").field(name)?;
+        if up_front > 0 {
+            self.charge(len.saturating_mul(up_front)).field(name)?;
+        }
+        let mut out = Vec::with_capacity(if self.build { len } else { 0 });
+        for i in 0..len {
+            let element = self.element(start + 4 * i, per_element, &mut each).index(i).field(name)?;
+            if self.build {
+                out.push(element);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Follows the table offset at `pos`, charges `charge` bytes, decodes the table with `f`.
+    fn element<T>(&mut self, pos: usize, charge: usize, f: impl FnOnce(&mut Self, Table) -> R<T>) -> R<T> {
+        let at = self.offset(pos)?;
+        let table = self.table(at)?;
+        if charge > 0 {
+            self.charge(charge)?;
+        }
+        let value = f(self, table)?;
+        self.done();
+        Ok(value)
+    }
+
+    /// Verifies the table in `slot` and decodes it with `f`.
+    fn child<T>(
+        &mut self,
+        t: &Table,
+        slot: usize,
+        name: &'static str,
+        f: impl FnOnce(&mut Self, Table) -> R<T>,
+    ) -> R<Option<T>> {
+        let Some(p) = self.slot(t, slot)? else { return Ok(None) };
+        self.element(p, 0, f).field(name).map(Some)
+    }
+
+    /// A union: its tag in `slot`, its value in `slot + 2`. Returns the tag and the value's
+    /// table (`None` for a tag the schema does not declare, whose value is not followed).
+    fn union(&mut self, t: &Table, slot: usize, union: &'static str, known: u8) -> R<(u8, Option<Table>)> {
+        let value = self.slot(t, slot + 2)?;
+        let key = self.slot(t, slot)?;
+        match (key, value) {
+            (None, None) => Ok((0, None)),
+            (Some(k), Some(v)) => {
+                let tag: u8 = self.read(k)?;
+                if tag == 0 || tag > known {
+                    return Ok((tag, None));
+                }
+                let pos = self.offset(v)?;
+                Ok((tag, Some(self.table(pos)?)))
+            }
+            (Some(k), None) => self.fail(Kind::InconsistentUnion { union }, k),
+            (None, Some(v)) => self.fail(Kind::InconsistentUnion { union }, v),
+        }
+    }
+
+    /// A union tag the schema does not declare: refused while decoding, skipped when verifying.
+    fn unknown_tag(&self, union: &'static str, tag: u8, tag_field: &'static str) -> R<()> {
+        if self.build { self.fail(Kind::UnknownTag { union, tag }, 0).field(tag_field) } else { Ok(()) }
+    }
+
+    // ---- the schema, table by table, fields in slot order ----
+
+    fn root(&mut self) -> R<Decoded> {
+        let pos = self.offset(0)?;
+        let t = self.table(pos)?;
+        let mut constant_storage = Vec::new();
+        let mut inline_data = Vec::new();
+        let version = self.scalar(&t, 4, 0u32, "version")?;
+        let execution_plan =
+            self.tables(&t, 6, "execution_plan", std::mem::size_of::<ExecutionPlan>(), 0, Self::plan)?;
+        let constant_buffer = self.tables(&t, 8, "constant_buffer", 0, std::mem::size_of::<Buffer>(), |r, b| {
+            let range = r.byte_range(&b, 4, "storage")?;
+            constant_storage.push(range.clone());
+            Ok(Buffer { storage: r.own_bytes(range, "storage")? })
+        })?;
+        let backend_delegate_data = self.tables(
+            &t,
+            10,
+            "backend_delegate_data",
+            0,
+            std::mem::size_of::<BackendDelegateInlineData>(),
+            |r, b| {
+                let range = r.byte_range(&b, 4, "data")?;
+                inline_data.push(range.clone());
+                Ok(BackendDelegateInlineData { data: r.own_bytes(range, "data")? })
+            },
+        )?;
+        let segments = self.segments(&t)?;
+        let constant_segment = self.child(&t, 14, "constant_segment", Self::subsegment)?;
+        let mutable_data_segments = self.tables(&t, 16, "mutable_data_segments", 0, 0, Self::subsegment)?;
+        let named_data = self.tables(&t, 18, "named_data", 0, std::mem::size_of::<NamedData>(), |r, n| {
+            Ok(NamedData { key: r.string(&n, 4, "key")?, segment_index: r.scalar(&n, 6, 0, "segment_index")? })
+        })?;
+        self.done();
+        let program = Program {
+            version,
+            execution_plan,
+            constant_buffer,
+            backend_delegate_data,
+            segments,
+            constant_segment,
+            mutable_data_segments,
+            named_data,
+        };
+        Ok(Decoded { program, constant_storage, inline_data })
+    }
+
+    fn segments(&mut self, t: &Table) -> R<Option<Vec<DataSegment>>> {
+        // Charged as one block before the elements, as 16 bytes per segment.
+        let Some(p) = self.slot(t, 12)? else { return Ok(None) };
+        let at = self.offset(p).field("segments")?;
+        let (start, len) = self.vector(at, 4, "offset").field("segments")?;
+        self.charge(len * 16 + 24).field("segments")?;
+        let mut out = Vec::with_capacity(if self.build { len } else { 0 });
+        for i in 0..len {
+            let segment = self
+                .element(start + 4 * i, 0, |r, s| {
+                    Ok(DataSegment { offset: r.scalar(&s, 4, 0, "offset")?, size: r.scalar(&s, 6, 0, "size")? })
+                })
+                .index(i)
+                .field("segments")?;
+            if self.build {
+                out.push(segment);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn subsegment(&mut self, t: Table) -> R<SubsegmentOffsets> {
+        Ok(SubsegmentOffsets {
+            segment_index: self.scalar(&t, 4, 0, "segment_index")?,
+            offsets: self.scalars(&t, 6, "offsets")?,
+        })
+    }
+
+    fn plan(&mut self, t: Table) -> R<ExecutionPlan> {
+        let name = self.string(&t, 4, "name")?;
+        let container_meta_type = self.child(&t, 6, "container_meta_type", |r, c| {
+            Ok(ContainerMetadata {
+                encoded_inp_str: r.string(&c, 4, "encoded_inp_str")?,
+                encoded_out_str: r.string(&c, 6, "encoded_out_str")?,
+            })
+        })?;
+        let values = self.tables(&t, 8, "values", std::mem::size_of::<EValue>(), 0, Self::evalue)?;
+        let inputs = self.scalars(&t, 10, "inputs")?;
+        let outputs = self.scalars(&t, 12, "outputs")?;
+        let chains = self.tables(&t, 14, "chains", 0, std::mem::size_of::<Chain>(), Self::chain)?;
+        let operators = self.tables(&t, 16, "operators", 0, std::mem::size_of::<Operator>(), |r, o| {
+            Ok(Operator { name: r.string(&o, 4, "name")?, overload: r.string(&o, 6, "overload")? })
+        })?;
+        let delegates = self.tables(&t, 18, "delegates", 0, std::mem::size_of::<BackendDelegate>(), Self::delegate)?;
+        let non_const_buffer_sizes = self.scalars(&t, 20, "non_const_buffer_sizes")?;
+        let non_const_buffer_device = self.buffer_devices(&t)?;
+        Ok(ExecutionPlan {
+            name,
+            container_meta_type,
+            values,
+            inputs,
+            outputs,
+            chains,
+            operators,
+            delegates,
+            non_const_buffer_sizes,
+            non_const_buffer_device,
+        })
+    }
+
+    fn buffer_devices(&mut self, t: &Table) -> R<Option<Vec<NonConstBufferDevice>>> {
+        let name = "non_const_buffer_device";
+        let Some(p) = self.slot(t, 22)? else { return Ok(None) };
+        let at = self.offset(p).field(name)?;
+        let (start, len) = self.vector(at, 4, "offset").field(name)?;
+        self.charge(len * 16 + 24).field(name)?;
+        let mut out = Vec::with_capacity(if self.build { len } else { 0 });
+        for i in 0..len {
+            let device = self
+                .element(start + 4 * i, 0, |r, d| {
+                    Ok(NonConstBufferDevice {
+                        buffer_idx: r.scalar(&d, 4, 0, "buffer_idx")?,
+                        device_type: DeviceType(r.scalar(&d, 6, 0i8, "device_type")?),
+                        device_index: r.scalar(&d, 8, 0, "device_index")?,
+                    })
+                })
+                .index(i)
+                .field(name)?;
+            if self.build {
+                out.push(device);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn delegate(&mut self, t: Table) -> R<BackendDelegate> {
+        // The id is verified first (slot order) and charged after the compile specs.
+        let id = match self.slot(&t, 4)? {
+            None => None,
+            Some(p) => Some(self.str_at(p).field("id")?),
+        };
+        let processed = self.child(&t, 6, "processed", |r, p| {
+            Ok(BackendDelegateDataReference {
+                location: DataLocation(r.scalar(&p, 4, 0i8, "location")?),
+                index: r.scalar(&p, 6, 0, "index")?,
+            })
+        })?;
+        let compile_specs = self.tables(&t, 8, "compile_specs", 0, std::mem::size_of::<CompileSpec>(), |r, s| {
+            Ok(CompileSpec { key: r.string(&s, 4, "key")?, value: r.bytes(&s, 6, "value")? })
+        })?;
+        let id = match id {
+            None => None,
+            Some(s) => Some(self.own(s).field("id")?),
+        };
+        Ok(BackendDelegate { id, processed, compile_specs })
+    }
+
+    fn chain(&mut self, t: Table) -> R<Chain> {
+        let inputs = self.scalars(&t, 4, "inputs")?;
+        let outputs = self.scalars(&t, 6, "outputs")?;
+        let instructions =
+            self.tables(&t, 8, "instructions", std::mem::size_of::<Instruction>(), 0, Self::instruction)?;
+        let stacktrace = self.tables(&t, 10, "stacktrace", 0, std::mem::size_of::<FrameList>(), |r, l| {
+            let items = r.tables(&l, 4, "items", 0, std::mem::size_of::<Frame>(), |r, f| {
+                Ok(Frame {
+                    filename: r.string(&f, 4, "filename")?,
+                    lineno: r.scalar(&f, 6, 0, "lineno")?,
+                    name: r.string(&f, 8, "name")?,
+                    context: r.string(&f, 10, "context")?,
+                })
+            })?;
+            Ok(FrameList { items })
+        })?;
+        Ok(Chain { inputs, outputs, instructions, stacktrace })
+    }
+
+    fn instruction(&mut self, t: Table) -> R<Instruction> {
+        const UNION: &str = "InstructionArguments";
+        let (tag, value) = self.union(&t, 4, UNION, 5).field("instr_args")?;
+        let Some(v) = value else {
+            self.unknown_tag(UNION, tag, "instr_args_type")?;
+            return Ok(Instruction::FreeCall(FreeCall { value_index: 0 }));
+        };
+        let ins = self.instruction_args(tag, &v).map_err(|mut e| {
+            e.path.push(Step::Variant(INSTRUCTION_NAMES[usize::from(tag)]));
+            e.path.push(Step::Field("instr_args"));
+            e
+        })?;
+        self.done();
+        Ok(ins)
+    }
+
+    fn instruction_args(&mut self, tag: u8, v: &Table) -> R<Instruction> {
+        Ok(match tag {
+            1 => Instruction::KernelCall(KernelCall {
+                op_index: self.scalar(v, 4, 0, "op_index")?,
+                args: self.scalars(v, 6, "args")?,
+            }),
+            2 => Instruction::DelegateCall(DelegateCall {
+                delegate_index: self.scalar(v, 4, 0, "delegate_index")?,
+                args: self.scalars(v, 6, "args")?,
+            }),
+            3 => Instruction::MoveCall(MoveCall {
+                move_from: self.scalar(v, 4, 0, "move_from")?,
+                move_to: self.scalar(v, 6, 0, "move_to")?,
+            }),
+            4 => Instruction::JumpFalseCall(JumpFalseCall {
+                cond_value_index: self.scalar(v, 4, 0, "cond_value_index")?,
+                destination_instruction: self.scalar(v, 6, 0, "destination_instruction")?,
+            }),
+            _ => Instruction::FreeCall(FreeCall { value_index: self.scalar(v, 4, 0, "value_index")? }),
+        })
+    }
+
+    fn evalue(&mut self, t: Table) -> R<EValue> {
+        const UNION: &str = "KernelTypes";
+        let (tag, value) = self.union(&t, 4, UNION, 11).field("val")?;
+        let Some(v) = value else {
+            self.unknown_tag(UNION, tag, "val_type")?;
+            return Ok(EValue::Null);
+        };
+        let value = self.evalue_value(tag, &v).map_err(|mut e| {
+            e.path.push(Step::Variant(KERNEL_TYPE_NAMES[usize::from(tag)]));
+            e.path.push(Step::Field("val"));
+            e
+        })?;
+        self.done();
+        Ok(value)
+    }
+
+    fn evalue_value(&mut self, tag: u8, v: &Table) -> R<EValue> {
+        Ok(match tag {
+            1 => EValue::Null,
+            2 => EValue::Int(self.scalar(v, 4, 0, "int_val")?),
+            3 => EValue::Bool(self.scalar(v, 4, false, "bool_val")?),
+            4 => EValue::Double(self.scalar(v, 4, 0.0, "double_val")?),
+            5 => EValue::Tensor(self.tensor(v)?),
+            6 => EValue::String(self.string(v, 4, "string_val")?),
+            7 => EValue::IntList(self.scalars(v, 4, "items")?),
+            8 => EValue::DoubleList(self.scalars(v, 4, "items")?),
+            9 => EValue::BoolList(self.scalars(v, 4, "items")?),
+            10 => EValue::TensorList(self.scalars(v, 4, "items")?),
+            _ => EValue::OptionalTensorList(self.scalars(v, 4, "items")?),
+        })
+    }
+
+    fn tensor(&mut self, t: &Table) -> R<Tensor> {
+        let scalar_type = ScalarType(self.scalar(t, 4, 0i8, "scalar_type")?);
+        let storage_offset = self.scalar(t, 6, 0, "storage_offset")?;
+        let sizes = self.scalars(t, 8, "sizes")?;
+        let dim_order = self.scalars(t, 10, "dim_order")?;
+        let requires_grad = self.scalar(t, 12, false, "requires_grad")?;
+        let data_buffer_idx = self.scalar(t, 14, 0, "data_buffer_idx")?;
+        let allocation_info = self.child(t, 16, "allocation_info", |r, a| {
+            Ok(AllocationDetails {
+                memory_id: r.scalar(&a, 4, 0, "memory_id")?,
+                memory_offset_low: r.scalar(&a, 6, 0, "memory_offset_low")?,
+                memory_offset_high: r.scalar(&a, 8, 0, "memory_offset_high")?,
+            })
+        })?;
+        let layout = self.scalar(t, 18, 0, "layout")?;
+        let shape_dynamism = TensorShapeDynamism(self.scalar(t, 20, 0i8, "shape_dynamism")?);
+        let extra_tensor_info = self.child(t, 22, "extra_tensor_info", |r, x| {
+            Ok(ExtraTensorInfo {
+                mutable_data_segments_idx: r.scalar(&x, 4, 0, "mutable_data_segments_idx")?,
+                fully_qualified_name: r.string(&x, 6, "fully_qualified_name")?,
+                location: TensorDataLocation(r.scalar(&x, 8, 0i8, "location")?),
+                device_type: DeviceType(r.scalar(&x, 10, 0i8, "device_type")?),
+                device_index: r.scalar(&x, 12, 0, "device_index")?,
+            })
+        })?;
+        Ok(Tensor {
+            scalar_type,
+            storage_offset,
+            sizes,
+            dim_order,
+            requires_grad,
+            layout,
+            data_buffer_idx,
+            allocation_info,
+            shape_dynamism,
+            extra_tensor_info,
+        })
+    }
+}
+
+/// `KernelTypes` member names by tag (0 = NONE).
+const KERNEL_TYPE_NAMES: [&str; 12] = [
+    "NONE",
+    "Null",
+    "Int",
+    "Bool",
+    "Double",
+    "Tensor",
+    "String",
+    "IntList",
+    "DoubleList",
+    "BoolList",
+    "TensorList",
+    "OptionalTensorList",
+];
+
+/// `InstructionArguments` member names by tag (0 = NONE).
+const INSTRUCTION_NAMES: [&str; 6] = ["NONE", "KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall"];
