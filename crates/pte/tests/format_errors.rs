@@ -261,6 +261,40 @@ fn union_tag_out_of_range() {
 }
 
 #[test]
+fn a_verifier_error_after_an_undeclared_tag_is_the_one_reported() {
+    // values[0] has an undeclared tag; values[1] (an Int) is the 5th table, past a limit of 4.
+    // As in verify-then-decode, the verifier's refusal wins wherever it lies.
+    let mut b = FlatBufferBuilder::new();
+    let payload = {
+        let s = b.start_table();
+        b.end_table(s)
+    };
+    let unknown = {
+        let s = b.start_table();
+        b.push_slot::<u8>(4, 42, 0);
+        b.push_slot_always(6, payload);
+        b.end_table(s)
+    };
+    let int = {
+        let s = b.start_table();
+        b.push_slot::<i64>(4, 7, 0);
+        b.end_table(s)
+    };
+    let second = {
+        let s = b.start_table();
+        b.push_slot::<u8>(4, 2, 0);
+        b.push_slot_always(6, int);
+        b.end_table(s)
+    };
+    let vals = b.create_vector(&[unknown, second]);
+    let d = finish_with_values(&mut b, vals);
+    assert!(matches!(err(&d), FormatError::UnknownUnionTag { tag: 42, .. }), "{}", err(&d));
+    let limits = LoadLimits { max_tables: 4, ..LoadLimits::default() };
+    let e = format::load_with(&d, &limits).expect_err("five tables");
+    assert!(matches!(&e, FormatError::VerifierLimit { detail } if detail.contains("values[1]")), "{e}");
+}
+
+#[test]
 fn union_tag_without_value() {
     // The verifier already refuses a discriminant without its value, naming the path.
     let e = err(&program_with_value_tag(2, false));
