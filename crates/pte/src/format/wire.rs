@@ -434,7 +434,9 @@ impl<'b> Reader<'b> {
         if up_front > 0 {
             self.charge(len.saturating_mul(up_front)).field(name)?;
         }
-        let mut out = Vec::with_capacity(if self.build { len } else { 0 });
+        // Grown as elements verify, never reserved from the declared length: an owned element
+        // is up to ~60 times its 4-byte offset, and a bad element may end the vector early.
+        let mut out = Vec::new();
         for i in 0..len {
             let element = self.element(start + 4 * i, per_element, &mut each).index(i).field(name)?;
             if self.build {
@@ -546,7 +548,7 @@ impl<'b> Reader<'b> {
         let at = self.offset(p).field("segments")?;
         let (start, len) = self.vector(at, 4, "offset").field("segments")?;
         self.charge(len * 16 + 24).field("segments")?;
-        let mut out = Vec::with_capacity(if self.build { len } else { 0 });
+        let mut out = Vec::new();
         for i in 0..len {
             let segment = self
                 .element(start + 4 * i, 0, |r, s| {
@@ -606,7 +608,7 @@ impl<'b> Reader<'b> {
         let at = self.offset(p).field(name)?;
         let (start, len) = self.vector(at, 4, "offset").field(name)?;
         self.charge(len * 16 + 24).field(name)?;
-        let mut out = Vec::with_capacity(if self.build { len } else { 0 });
+        let mut out = Vec::new();
         for i in 0..len {
             let device = self
                 .element(start + 4 * i, 0, |r, d| {
