@@ -462,12 +462,10 @@ fn unknown_delegate_data_location() {
     assert!(matches!(e, FormatError::UnknownDataLocation { location: 5, .. }));
 }
 
-#[test]
-fn shared_table_bomb_is_bounded() {
-    // One Tensor table with a 4,000-entry sizes vector, referenced 20,000 times: a tiny file
-    // whose tree expansion is ~320 MB. It must be refused, not expanded.
+/// A program whose values are `refs` references to one Tensor with `sizes` sizes.
+fn shared_tensor(sizes: usize, refs: usize) -> Vec<u8> {
     let mut b = FlatBufferBuilder::new();
-    let sizes = b.create_vector(&vec![1i32; 4000]);
+    let sizes = b.create_vector(&vec![1i32; sizes]);
     let tensor = {
         let s = b.start_table();
         b.push_slot_always(8, sizes);
@@ -479,8 +477,15 @@ fn shared_table_bomb_is_bounded() {
         b.push_slot_always(6, tensor);
         b.end_table(s)
     };
-    let vals = b.create_vector(&vec![ev; 20_000]);
-    let d = finish_with_values(&mut b, vals);
+    let vals = b.create_vector(&vec![ev; refs]);
+    finish_with_values(&mut b, vals)
+}
+
+#[test]
+fn shared_table_bomb_is_bounded() {
+    // One Tensor table with a 4,000-entry sizes vector, referenced 20,000 times: a tiny file
+    // whose tree expansion is ~320 MB. It must be refused, not expanded.
+    let d = shared_tensor(4000, 20_000);
     assert!(d.len() < 200_000);
     let e = err(&d);
     assert!(matches!(e, FormatError::VerifierLimit { .. } | FormatError::DecodeBudgetExceeded { .. }), "{e}");
@@ -493,21 +498,7 @@ fn shared_tables_are_counted_as_the_crate_verifier_counts_them() {
     // the crate's verifier must draw that line at the same n.
     let (mut accepted, mut refused) = (0, 0);
     for n in 100..=170 {
-        let mut b = FlatBufferBuilder::new();
-        let sizes = b.create_vector(&vec![1i32; 2000]);
-        let tensor = {
-            let s = b.start_table();
-            b.push_slot_always(8, sizes);
-            b.end_table(s)
-        };
-        let ev = {
-            let s = b.start_table();
-            b.push_slot::<u8>(4, 5, 0);
-            b.push_slot_always(6, tensor);
-            b.end_table(s)
-        };
-        let vals = b.create_vector(&vec![ev; n]);
-        let d = finish_with_values(&mut b, vals);
+        let d = shared_tensor(2000, n);
         if let Err(disagreement) = format::oracle::decoders_agree(&d) {
             panic!("{n} references: {disagreement}");
         }

@@ -418,21 +418,22 @@ impl<'b> Reader<'b> {
     }
 
     /// Verifies the vector of tables in `slot` and decodes each element with `each`, charging
-    /// `up_front` bytes per element before decoding any and `per_element` before each one.
+    /// `up_front.0` bytes per element plus `up_front.1` before decoding any, and `per_element`
+    /// before each one.
     fn tables<T>(
         &mut self,
         t: &Table,
         slot: usize,
         name: &'static str,
-        up_front: usize,
+        up_front: (usize, usize),
         per_element: usize,
         mut each: impl FnMut(&mut Self, Table) -> R<T>,
     ) -> R<Option<Vec<T>>> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let at = self.offset(p).field(name)?;
         let (start, len) = self.vector(at, 4, "offset").field(name)?;
-        if up_front > 0 {
-            self.charge(len.saturating_mul(up_front)).field(name)?;
+        if up_front != (0, 0) {
+            self.charge(len.saturating_mul(up_front.0).saturating_add(up_front.1)).field(name)?;
         }
         // Grown as elements verify, never reserved from the declared length: an owned element
         // is up to ~60 times its 4-byte offset, and a bad element may end the vector early.
@@ -504,17 +505,18 @@ impl<'b> Reader<'b> {
         let mut inline_data = Vec::new();
         let version = self.scalar(&t, 4, 0u32, "version")?;
         let execution_plan =
-            self.tables(&t, 6, "execution_plan", std::mem::size_of::<ExecutionPlan>(), 0, Self::plan)?;
-        let constant_buffer = self.tables(&t, 8, "constant_buffer", 0, std::mem::size_of::<Buffer>(), |r, b| {
-            let range = r.byte_range(&b, 4, "storage")?;
-            constant_storage.push(range.clone());
-            Ok(Buffer { storage: r.own_bytes(range, "storage")? })
-        })?;
+            self.tables(&t, 6, "execution_plan", (std::mem::size_of::<ExecutionPlan>(), 0), 0, Self::plan)?;
+        let constant_buffer =
+            self.tables(&t, 8, "constant_buffer", (0, 0), std::mem::size_of::<Buffer>(), |r, b| {
+                let range = r.byte_range(&b, 4, "storage")?;
+                constant_storage.push(range.clone());
+                Ok(Buffer { storage: r.own_bytes(range, "storage")? })
+            })?;
         let backend_delegate_data = self.tables(
             &t,
             10,
             "backend_delegate_data",
-            0,
+            (0, 0),
             std::mem::size_of::<BackendDelegateInlineData>(),
             |r, b| {
                 let range = r.byte_range(&b, 4, "data")?;
@@ -524,8 +526,8 @@ impl<'b> Reader<'b> {
         )?;
         let segments = self.segments(&t)?;
         let constant_segment = self.child(&t, 14, "constant_segment", Self::subsegment)?;
-        let mutable_data_segments = self.tables(&t, 16, "mutable_data_segments", 0, 0, Self::subsegment)?;
-        let named_data = self.tables(&t, 18, "named_data", 0, std::mem::size_of::<NamedData>(), |r, n| {
+        let mutable_data_segments = self.tables(&t, 16, "mutable_data_segments", (0, 0), 0, Self::subsegment)?;
+        let named_data = self.tables(&t, 18, "named_data", (0, 0), std::mem::size_of::<NamedData>(), |r, n| {
             Ok(NamedData { key: r.string(&n, 4, "key")?, segment_index: r.scalar(&n, 6, 0, "segment_index")? })
         })?;
         self.done();
@@ -544,23 +546,9 @@ impl<'b> Reader<'b> {
 
     fn segments(&mut self, t: &Table) -> R<Option<Vec<DataSegment>>> {
         // Charged as one block before the elements, as 16 bytes per segment.
-        let Some(p) = self.slot(t, 12)? else { return Ok(None) };
-        let at = self.offset(p).field("segments")?;
-        let (start, len) = self.vector(at, 4, "offset").field("segments")?;
-        self.charge(len * 16 + 24).field("segments")?;
-        let mut out = Vec::new();
-        for i in 0..len {
-            let segment = self
-                .element(start + 4 * i, 0, |r, s| {
-                    Ok(DataSegment { offset: r.scalar(&s, 4, 0, "offset")?, size: r.scalar(&s, 6, 0, "size")? })
-                })
-                .index(i)
-                .field("segments")?;
-            if self.build {
-                out.push(segment);
-            }
-        }
-        Ok(Some(out))
+        self.tables(t, 12, "segments", (16, 24), 0, |r, s| {
+            Ok(DataSegment { offset: r.scalar(&s, 4, 0, "offset")?, size: r.scalar(&s, 6, 0, "size")? })
+        })
     }
 
     fn subsegment(&mut self, t: Table) -> R<SubsegmentOffsets> {
@@ -578,14 +566,15 @@ impl<'b> Reader<'b> {
                 encoded_out_str: r.string(&c, 6, "encoded_out_str")?,
             })
         })?;
-        let values = self.tables(&t, 8, "values", std::mem::size_of::<EValue>(), 0, Self::evalue)?;
+        let values = self.tables(&t, 8, "values", (std::mem::size_of::<EValue>(), 0), 0, Self::evalue)?;
         let inputs = self.scalars(&t, 10, "inputs")?;
         let outputs = self.scalars(&t, 12, "outputs")?;
-        let chains = self.tables(&t, 14, "chains", 0, std::mem::size_of::<Chain>(), Self::chain)?;
-        let operators = self.tables(&t, 16, "operators", 0, std::mem::size_of::<Operator>(), |r, o| {
+        let chains = self.tables(&t, 14, "chains", (0, 0), std::mem::size_of::<Chain>(), Self::chain)?;
+        let operators = self.tables(&t, 16, "operators", (0, 0), std::mem::size_of::<Operator>(), |r, o| {
             Ok(Operator { name: r.string(&o, 4, "name")?, overload: r.string(&o, 6, "overload")? })
         })?;
-        let delegates = self.tables(&t, 18, "delegates", 0, std::mem::size_of::<BackendDelegate>(), Self::delegate)?;
+        let delegates =
+            self.tables(&t, 18, "delegates", (0, 0), std::mem::size_of::<BackendDelegate>(), Self::delegate)?;
         let non_const_buffer_sizes = self.scalars(&t, 20, "non_const_buffer_sizes")?;
         let non_const_buffer_device = self.buffer_devices(&t)?;
         Ok(ExecutionPlan {
@@ -603,28 +592,13 @@ impl<'b> Reader<'b> {
     }
 
     fn buffer_devices(&mut self, t: &Table) -> R<Option<Vec<NonConstBufferDevice>>> {
-        let name = "non_const_buffer_device";
-        let Some(p) = self.slot(t, 22)? else { return Ok(None) };
-        let at = self.offset(p).field(name)?;
-        let (start, len) = self.vector(at, 4, "offset").field(name)?;
-        self.charge(len * 16 + 24).field(name)?;
-        let mut out = Vec::new();
-        for i in 0..len {
-            let device = self
-                .element(start + 4 * i, 0, |r, d| {
-                    Ok(NonConstBufferDevice {
-                        buffer_idx: r.scalar(&d, 4, 0, "buffer_idx")?,
-                        device_type: DeviceType(r.scalar(&d, 6, 0i8, "device_type")?),
-                        device_index: r.scalar(&d, 8, 0, "device_index")?,
-                    })
-                })
-                .index(i)
-                .field(name)?;
-            if self.build {
-                out.push(device);
-            }
-        }
-        Ok(Some(out))
+        self.tables(t, 22, "non_const_buffer_device", (16, 24), 0, |r, d| {
+            Ok(NonConstBufferDevice {
+                buffer_idx: r.scalar(&d, 4, 0, "buffer_idx")?,
+                device_type: DeviceType(r.scalar(&d, 6, 0i8, "device_type")?),
+                device_index: r.scalar(&d, 8, 0, "device_index")?,
+            })
+        })
     }
 
     fn delegate(&mut self, t: Table) -> R<BackendDelegate> {
@@ -639,9 +613,10 @@ impl<'b> Reader<'b> {
                 index: r.scalar(&p, 6, 0, "index")?,
             })
         })?;
-        let compile_specs = self.tables(&t, 8, "compile_specs", 0, std::mem::size_of::<CompileSpec>(), |r, s| {
-            Ok(CompileSpec { key: r.string(&s, 4, "key")?, value: r.bytes(&s, 6, "value")? })
-        })?;
+        let compile_specs =
+            self.tables(&t, 8, "compile_specs", (0, 0), std::mem::size_of::<CompileSpec>(), |r, s| {
+                Ok(CompileSpec { key: r.string(&s, 4, "key")?, value: r.bytes(&s, 6, "value")? })
+            })?;
         let id = match id {
             None => None,
             Some(s) => Some(self.own(s).field("id")?),
@@ -653,9 +628,9 @@ impl<'b> Reader<'b> {
         let inputs = self.scalars(&t, 4, "inputs")?;
         let outputs = self.scalars(&t, 6, "outputs")?;
         let instructions =
-            self.tables(&t, 8, "instructions", std::mem::size_of::<Instruction>(), 0, Self::instruction)?;
-        let stacktrace = self.tables(&t, 10, "stacktrace", 0, std::mem::size_of::<FrameList>(), |r, l| {
-            let items = r.tables(&l, 4, "items", 0, std::mem::size_of::<Frame>(), |r, f| {
+            self.tables(&t, 8, "instructions", (std::mem::size_of::<Instruction>(), 0), 0, Self::instruction)?;
+        let stacktrace = self.tables(&t, 10, "stacktrace", (0, 0), std::mem::size_of::<FrameList>(), |r, l| {
+            let items = r.tables(&l, 4, "items", (0, 0), std::mem::size_of::<Frame>(), |r, f| {
                 Ok(Frame {
                     filename: r.string(&f, 4, "filename")?,
                     lineno: r.scalar(&f, 6, 0, "lineno")?,
@@ -675,11 +650,7 @@ impl<'b> Reader<'b> {
             self.unknown_tag(UNION, tag, "instr_args_type")?;
             return Ok(Instruction::FreeCall(FreeCall { value_index: 0 }));
         };
-        let ins = self.instruction_args(tag, &v).map_err(|mut e| {
-            e.path.push(Step::Variant(INSTRUCTION_NAMES[usize::from(tag)]));
-            e.path.push(Step::Field("instr_args"));
-            e
-        })?;
+        let ins = in_variant(self.instruction_args(tag, &v), INSTRUCTION_NAMES[usize::from(tag)], "instr_args")?;
         self.done();
         Ok(ins)
     }
@@ -713,11 +684,7 @@ impl<'b> Reader<'b> {
             self.unknown_tag(UNION, tag, "val_type")?;
             return Ok(EValue::Null);
         };
-        let value = self.evalue_value(tag, &v).map_err(|mut e| {
-            e.path.push(Step::Variant(KERNEL_TYPE_NAMES[usize::from(tag)]));
-            e.path.push(Step::Field("val"));
-            e
-        })?;
+        let value = in_variant(self.evalue_value(tag, &v), KERNEL_TYPE_NAMES[usize::from(tag)], "val")?;
         self.done();
         Ok(value)
     }
@@ -776,6 +743,15 @@ impl<'b> Reader<'b> {
             extra_tensor_info,
         })
     }
+}
+
+/// Adds `field<variant>` to the path of a failure inside a union's value.
+fn in_variant<T>(r: R<T>, variant: &'static str, field: &'static str) -> R<T> {
+    r.map_err(|mut e| {
+        e.path.push(Step::Variant(variant));
+        e.path.push(Step::Field(field));
+        e
+    })
 }
 
 /// `KernelTypes` member names by tag (0 = NONE).
