@@ -72,6 +72,14 @@ fn into_its_own_dynamic_input(p: &mut Program) {
     set_arg(p, 0, 3, x);
 }
 
+/// Makes the method's output bounded-dynamic with declared sizes `sizes`.
+fn bounded_output(p: &mut Program, sizes: Vec<i32>) {
+    let out = plan0(p).outputs.as_ref().expect("outputs")[0] as usize;
+    let t = tensor(p, out);
+    t.shape_dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
+    t.sizes = Some(sizes);
+}
+
 /// Sets item `k` of the (one) view's size list to `to(k)`, where that is `Some`.
 fn view_sizes(p: &mut Program, to: impl Fn(usize) -> Option<i64>) {
     let values = plan0(p).values.as_mut().expect("values");
@@ -375,6 +383,23 @@ fn regressions() -> Vec<(&'static str, Vec<u8>, Expect)> {
                 view_sizes(p, |_| Some(6));
             }),
             Expect::Execute(ErrorCode::InvalidArgument),
+        ),
+        (
+            // et_view into a bounded-dynamic output declared [1, 3]: 6 elements exceed its
+            // bound of 3, so its resize fails (ExecuTorch: Internal).
+            "kernel-view-past-its-dynamic-bound.pte",
+            one_op(vec![], vec![f32_tensor(vec![6])], Op::View { shape: vec![2, 3] }, |p| {
+                bounded_output(p, vec![1, 3]);
+            }),
+            Expect::Execute(ErrorCode::Internal),
+        ),
+        (
+            // et_view into a bounded-dynamic output declared [3, 3]: 6 elements fit its bound.
+            "kernel-view-within-its-dynamic-bound.pte",
+            one_op(vec![], vec![f32_tensor(vec![6])], Op::View { shape: vec![2, 3] }, |p| {
+                bounded_output(p, vec![3, 3]);
+            }),
+            Expect::Gives(vec![0.0; 6]),
         ),
         (
             "delegate-without-processed.pte",

@@ -284,3 +284,30 @@ fn teardown_faults_really_happen_and_only_the_backends_see_them() {
     // The runtime never calls destroy, but reports one.
     assert_eq!(denoise_destroys(Some(ptecheck::fault::Fault::LeakSharedHandle)), (0, 1));
 }
+
+#[test]
+fn an_unplanned_dynamic_input_is_bounded_by_its_declared_shape() {
+    // cpu_dynamic_batch's input is DYNAMIC_BOUND [8, 4]; without planned memory its bound is
+    // still 32 elements, as ExecuTorch's `numel_bound_` (set_input resizes first). Checked on
+    // ExecuTorch 1.5.1's pybindings: 9 rows fail set_inputs with 0x10, 3 rows give a [3, 4].
+    let data = edited("cpu_dynamic_batch", |p| {
+        let x = p.inputs.as_ref().expect("inputs")[0] as usize;
+        match &mut p.values.as_mut().expect("values")[x] {
+            EValue::Tensor(t) => t.allocation_info = None,
+            other => panic!("input is {other:?}"),
+        }
+    });
+    let loaded = format::load(&data).expect("loads");
+    let mut m = default_runtime().load_method(&loaded, "forward", None, &Trace::default()).expect("loads");
+    let rows = |n: usize| HostValue::Tensor(HostTensor::f32(vec![n, 4], &vec![1.0; n * 4]));
+    // ExecuTorch 1.5.1: "method->set_inputs() ... failed with error 0x10" (NotSupported).
+    let past = m.set_input(0, &rows(9));
+    assert!(
+        matches!(&past, Err(e @ RuntimeError::Input { index: 0, .. }) if e.code() == ErrorCode::NotSupported),
+        "9 x 4 is past the bound: {past:?}"
+    );
+    m.set_input(0, &rows(3)).expect("3 x 4 fits");
+    m.execute().expect("runs");
+    let outputs = m.outputs().expect("outputs");
+    assert!(matches!(&outputs[0], HostValue::Tensor(t) if t.sizes == [3, 4]), "{outputs:?}");
+}

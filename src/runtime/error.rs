@@ -219,6 +219,8 @@ pub enum RuntimeError {
         method: String,
         /// Input position.
         index: usize,
+        /// ExecuTorch's code for it (NotSupported: a tensor that cannot take the given shape).
+        code: ErrorCode,
         /// What.
         detail: String,
     },
@@ -228,7 +230,7 @@ impl RuntimeError {
     /// The ExecuTorch code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {
-            RuntimeError::MethodNotFound(_) | RuntimeError::Input { .. } => ErrorCode::InvalidArgument,
+            RuntimeError::MethodNotFound(_) => ErrorCode::InvalidArgument,
             RuntimeError::Check(c) => c.code(),
             RuntimeError::BackendNotAvailable { .. } => ErrorCode::NotFound,
             RuntimeError::BudgetExceeded { .. } => ErrorCode::InvalidProgram,
@@ -236,7 +238,8 @@ impl RuntimeError {
             | RuntimeError::InitFailed { code, .. }
             | RuntimeError::Kernel { code, .. }
             | RuntimeError::Delegate { code, .. }
-            | RuntimeError::Execute { code, .. } => *code,
+            | RuntimeError::Execute { code, .. }
+            | RuntimeError::Input { code, .. } => *code,
         }
     }
 }

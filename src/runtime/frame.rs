@@ -172,7 +172,8 @@ impl Frame<'_> {
     }
 
     /// Resizes the tensor of slot `v` as ExecuTorch's `resize_tensor` does: a static tensor
-    /// keeps its shape; a bounded-dynamic one takes any shape of the same rank that fits.
+    /// keeps its shape; a dynamic one takes any shape of the same rank within its declared
+    /// element count (NotSupported otherwise).
     pub fn resize(&mut self, v: usize, sizes: &[usize]) -> OpResult<()> {
         if let Some(tid) = self.resize_target(v, sizes)? {
             self.tensors[tid].sizes = sizes.to_vec();
@@ -212,6 +213,11 @@ impl Frame<'_> {
             (_, _) if sizes.len() != t.sizes.len() => {
                 Err(bad(format!("values[{v}]: resize from rank {} to rank {}", t.sizes.len(), sizes.len())))
             }
+            // ExecuTorch bounds every dynamic tensor by its declared element count.
+            _ if checked_numel(sizes).is_none_or(|n| n > t.numel_bound) => Err(OpError::new(
+                ErrorCode::NotSupported,
+                format!("values[{v}]: shape {sizes:?} exceeds its bound of {} elements", t.numel_bound),
+            )),
             (_, Storage::Arena { capacity, .. }) if need.is_none_or(|n| n > *capacity) => {
                 Err(bad(format!("values[{v}]: shape {sizes:?} exceeds its {capacity}-byte bound")))
             }

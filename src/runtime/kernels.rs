@@ -655,7 +655,8 @@ fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     }
     let want = f.int_list(a[1])?;
     let out = f.tensor(a[2])?;
-    let (out_sizes, out_static) = (out.sizes.clone(), out.dynamism == TensorShapeDynamism::STATIC);
+    let (out_sizes, out_static, out_bound) =
+        (out.sizes.clone(), out.dynamism == TensorShapeDynamism::STATIC, out.numel_bound);
     let minus = want.iter().filter(|d| **d == -1).count();
     if want.len() != out_sizes.len() || minus > 1 || want.iter().any(|d| *d < -1) || (minus == 1 && want.contains(&0)) {
         return Err(bad(format!("et_view: sizes {want:?} for an output of rank {}", out_sizes.len())));
@@ -668,7 +669,8 @@ fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let known = known.ok_or_else(|| unresizable(&want))?;
     let sizes: Vec<usize> =
         want.iter().map(|d| if *d < 0 { numel.checked_div(known).unwrap_or(0) } else { *d as usize }).collect();
-    if out_static && sizes != out_sizes {
+    // ExecuTorch's resize of the output: a static one keeps its sizes, a dynamic one its bound.
+    if (out_static && sizes != out_sizes) || (!out_static && checked_numel(&sizes).is_none_or(|n| n > out_bound)) {
         return Err(unresizable(&sizes));
     }
     if checked_numel(&sizes) != Some(numel) {

@@ -292,7 +292,14 @@ fn build_frame<'a>(
                 } else {
                     Storage::Null
                 };
-                frame.tensors.push(TensorImpl { dtype: t.scalar_type, sizes, dynamism: t.shape_dynamism, storage });
+                let numel_bound = checked_numel(&sizes).unwrap_or(usize::MAX);
+                frame.tensors.push(TensorImpl {
+                    dtype: t.scalar_type,
+                    sizes,
+                    dynamism: t.shape_dynamism,
+                    numel_bound,
+                    storage,
+                });
                 Value::Tensor(frame.tensors.len() - 1)
             }
         };
@@ -371,7 +378,9 @@ impl<'a> Method<'a> {
 
     /// Sets user input `i` (a tensor is copied into its planned memory, resized if dynamic).
     pub fn set_input(&mut self, i: usize, value: &HostValue) -> Result<(), RuntimeError> {
-        let err = |detail: String| RuntimeError::Input { method: self.name.clone(), index: i, detail };
+        let err_with =
+            |code: ErrorCode, detail: String| RuntimeError::Input { method: self.name.clone(), index: i, code, detail };
+        let err = |detail: String| err_with(ErrorCode::InvalidArgument, detail);
         let v = *self
             .plan
             .inputs
@@ -388,8 +397,8 @@ impl<'a> Method<'a> {
                 if t.data.len() != n {
                     return Err(err(format!("{} bytes for shape {:?}", t.data.len(), t.sizes)));
                 }
-                self.frame.resize(v, &t.sizes).map_err(|e| err(e.detail))?;
-                self.frame.write_bytes(v, &t.data).map_err(|e| err(e.detail))?;
+                self.frame.resize(v, &t.sizes).map_err(|e| err_with(e.code, e.detail))?;
+                self.frame.write_bytes(v, &t.data).map_err(|e| err_with(e.code, e.detail))?;
             }
             (Some(Value::Int(_)), HostValue::Int(x)) => self.frame.values[v] = Value::Int(*x),
             (Some(Value::Bool(_)), HostValue::Bool(x)) => self.frame.values[v] = Value::Bool(*x),
@@ -404,7 +413,12 @@ impl<'a> Method<'a> {
     /// Runs every chain once.
     pub fn execute(&mut self) -> Result<(), RuntimeError> {
         if let Some(i) = self.inputs_set.iter().position(|s| !s) {
-            return Err(RuntimeError::Input { method: self.name.clone(), index: i, detail: "never set".into() });
+            return Err(RuntimeError::Input {
+                method: self.name.clone(),
+                index: i,
+                code: ErrorCode::InvalidArgument,
+                detail: "never set".into(),
+            });
         }
         let mut executed: u64 = 0;
         for (c, chain) in self.plan.chain_list().iter().enumerate() {

@@ -39,6 +39,9 @@ pub struct TensorImpl {
     pub sizes: Vec<usize>,
     /// Whether and how the shape may change.
     pub dynamism: TensorShapeDynamism,
+    /// Most elements a dynamic tensor may be resized to: its declared shape's (ExecuTorch's
+    /// `numel_bound_`, which bounds DYNAMIC_UNBOUND tensors too).
+    pub numel_bound: usize,
     /// Where the bytes are.
     pub storage: Storage,
 }
