@@ -2,7 +2,9 @@
 //! plus every init-time check of every method (`check_all_methods`); when `PTECHECK_ET_PYTHON`
 //! names a Python with the executorch package, ExecuTorch's C++ `Program::load`
 //! (InternalConsistency) and its Python reader on the same files in the same run, taking turns
-//! `ROUNDS` times (default 3), best time per file on each side, with ratios (benches/et_loader.py). Then a program with one 30 MB segment against the same program with
+//! `ROUNDS` times (default 3), best time per file on each side, with ratios (benches/et_loader.py).
+//! Then the loader's one-pass FlatBuffers reader against the flatbuffers crate's verifier and
+//! accessors (`format::oracle`), verify + decode only, on the same files. Then a program with one 30 MB segment against the same program with
 //! a 30 KB segment: loading borrows segment bytes, so the ratio should stay near 1.
 
 use ptecheck::format::{self, WriteOptions};
@@ -156,6 +158,25 @@ fn main() {
     } else {
         println!("(set PTECHECK_ET_PYTHON to a Python with executorch to compare with ExecuTorch's loaders)");
     }
+    // The two FlatBuffers readers alone (verify + decode to the owned model), side by side.
+    let (mut one_pass, mut with_crate) = (0.0, 0.0);
+    for d in &data {
+        let time = |f: &dyn Fn()| measure(2000, 9, f).as_secs_f64() * 1e6;
+        one_pass += time(&|| {
+            black_box(format::oracle::one_pass(black_box(d)));
+        });
+        with_crate += time(&|| {
+            black_box(format::oracle::with_crate(black_box(d)));
+        });
+    }
+    println!(
+        "\nverify + decode only, mean over {} files: one-pass reader {:.2} µs, flatbuffers crate's verifier + \
+         accessors {:.2} µs, ratio {:.2}x",
+        data.len(),
+        one_pass / n,
+        with_crate / n,
+        one_pass / with_crate
+    );
     let small = with_segment(30 * 1024);
     let large = with_segment(30 * 1024 * 1024);
     let ts = measure(2000, 15, || {

@@ -28,13 +28,26 @@ fn outcome(r: &Result<Program, FormatError>) -> String {
     }
 }
 
+/// The loader's one-pass reader on the FlatBuffers data of `data` (`None` when the preamble,
+/// header or root offset is refused; for comparing and timing the two readers).
+pub fn one_pass(data: &[u8]) -> Option<Result<Program, FormatError>> {
+    let region = region(data).ok()?;
+    let opts = verifier_options(region.program_data.len());
+    Some(wire::decode(region.program_data, &opts, data.len()).map(|d| d.program))
+}
+
+/// The `flatbuffers` crate's verifier, then its generated accessors, on the FlatBuffers data
+/// of `data` (`None` as for [`one_pass`]).
+pub fn with_crate(data: &[u8]) -> Option<Result<Program, FormatError>> {
+    let region = region(data).ok()?;
+    let opts = verifier_options(region.program_data.len());
+    Some(decode::decode_with_crate(region.program_data, &opts, data.len()))
+}
+
 /// Runs both readers on the FlatBuffers data of `data` (nothing to compare when the preamble,
 /// header or root offset is already refused) and reports any difference.
 pub fn decoders_agree(data: &[u8]) -> Result<(), DecoderDisagreement> {
-    let Ok(region) = region(data) else { return Ok(()) };
-    let opts = verifier_options(region.program_data.len());
-    let ours = wire::decode(region.program_data, &opts, data.len()).map(|d| d.program);
-    let reference = decode::decode_with_crate(region.program_data, &opts, data.len());
+    let (Some(ours), Some(reference)) = (one_pass(data), with_crate(data)) else { return Ok(()) };
     let same = match (&ours, &reference) {
         // Debug text, not ==: a NaN double decodes to the same bits on both sides.
         (Ok(a), Ok(b)) => format!("{a:?}") == format!("{b:?}"),
