@@ -289,7 +289,8 @@ fn teardown_faults_really_happen_and_only_the_backends_see_them() {
 fn an_unplanned_dynamic_input_is_bounded_by_its_declared_shape() {
     // cpu_dynamic_batch's input is DYNAMIC_BOUND [8, 4]; without planned memory its bound is
     // still 32 elements, as ExecuTorch's `numel_bound_` (set_input resizes first). Checked on
-    // ExecuTorch 1.5.1's pybindings: 9 rows fail set_inputs with 0x10, 3 rows give a [3, 4].
+    // ExecuTorch 1.5.1's pybindings: 9 rows and a [32] fail set_inputs with 0x10, 3 rows give a
+    // [3, 4].
     let data = edited("cpu_dynamic_batch", |p| {
         let x = p.inputs.as_ref().expect("inputs")[0] as usize;
         match &mut p.values.as_mut().expect("values")[x] {
@@ -306,6 +307,12 @@ fn an_unplanned_dynamic_input_is_bounded_by_its_declared_shape() {
         matches!(&past, Err(e @ RuntimeError::Input { index: 0, .. }) if e.code() == ErrorCode::NotSupported),
         "9 x 4 is past the bound: {past:?}"
     );
+    // Another rank: 0x10 on ExecuTorch too ("the tensor rank ... is immutable").
+    let flat = m.set_input(0, &HostValue::Tensor(HostTensor::f32(vec![32], &[1.0; 32])));
+    assert!(matches!(&flat, Err(e) if e.code() == ErrorCode::NotSupported), "[32] has another rank: {flat:?}");
+    // A host shape whose byte count overflows is a typed error, not a panic.
+    let huge = HostValue::Tensor(HostTensor { dtype: ScalarType::FLOAT, sizes: vec![1 << 40, 1 << 40], data: vec![] });
+    assert!(matches!(m.set_input(0, &huge), Err(RuntimeError::Input { index: 0, .. })));
     m.set_input(0, &rows(3)).expect("3 x 4 fits");
     m.execute().expect("runs");
     let outputs = m.outputs().expect("outputs");

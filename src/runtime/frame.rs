@@ -194,8 +194,22 @@ impl Frame<'_> {
         let limit = self.memory_limit;
         let elem = t.dtype.element_size().unwrap_or(1);
         let need = sizes.iter().try_fold(elem, |a, s| a.checked_mul(*s));
-        // Every shape a kernel is about to fill is bounded first: by the arena slot, or by the
-        // memory limit for tensors that live outside the arenas.
+        // ExecuTorch's resize rules first, with its code (NotSupported): a static tensor keeps
+        // its sizes; a dynamic one keeps its rank and its declared element count.
+        if t.sizes != sizes {
+            let refused = |why: String| Err(OpError::new(ErrorCode::NotSupported, format!("values[{v}]: {why}")));
+            if t.dynamism == TensorShapeDynamism::STATIC {
+                return refused(format!("static {:?}; cannot resize to {sizes:?}", t.sizes));
+            }
+            if sizes.len() != t.sizes.len() {
+                return refused(format!("resize from rank {} to rank {}", t.sizes.len(), sizes.len()));
+            }
+            if checked_numel(sizes).is_none_or(|n| n > t.numel_bound) {
+                return refused(format!("shape {sizes:?} exceeds its bound of {} elements", t.numel_bound));
+            }
+        }
+        // Every shape a kernel is about to fill is bounded: by the arena slot, or by the memory
+        // limit for tensors that live outside the arenas (their bytes are allocated on write).
         if !matches!(t.storage, Storage::Arena { .. } | Storage::Constant(_)) && need.is_none_or(|n| n > limit) {
             return Err(OpError::new(
                 ErrorCode::MemoryAllocationFailed,
@@ -205,23 +219,11 @@ impl Frame<'_> {
         if t.sizes == sizes {
             return Ok(None);
         }
-        match (&t.dynamism, &t.storage) {
-            (d, _) if *d == TensorShapeDynamism::STATIC => Err(OpError::new(
-                ErrorCode::NotSupported,
-                format!("values[{v}] is static {:?}; cannot resize to {sizes:?}", t.sizes),
-            )),
-            (_, _) if sizes.len() != t.sizes.len() => {
-                Err(bad(format!("values[{v}]: resize from rank {} to rank {}", t.sizes.len(), sizes.len())))
-            }
-            // ExecuTorch bounds every dynamic tensor by its declared element count.
-            _ if checked_numel(sizes).is_none_or(|n| n > t.numel_bound) => Err(OpError::new(
-                ErrorCode::NotSupported,
-                format!("values[{v}]: shape {sizes:?} exceeds its bound of {} elements", t.numel_bound),
-            )),
-            (_, Storage::Arena { capacity, .. }) if need.is_none_or(|n| n > *capacity) => {
+        match &t.storage {
+            Storage::Arena { capacity, .. } if need.is_none_or(|n| n > *capacity) => {
                 Err(bad(format!("values[{v}]: shape {sizes:?} exceeds its {capacity}-byte bound")))
             }
-            (_, Storage::Constant(_)) => Err(bad(format!("values[{v}] is constant; cannot resize"))),
+            Storage::Constant(_) => Err(bad(format!("values[{v}] is constant; cannot resize"))),
             _ if need.is_none() => Err(bad(format!("values[{v}]: shape {sizes:?} overflows"))),
             _ => Ok(Some(tid)),
         }

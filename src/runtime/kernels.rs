@@ -639,9 +639,8 @@ fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
 /// ExecuTorch 1.5.1's `et_view`: `out` becomes `self` under the sizes given (one may be -1, for
 /// what the others leave). Another dtype, another rank than `out`'s, two -1s, a size below -1, a
 /// -1 beside a 0, or another element count is InvalidArgument; sizes a static `out` does not
-/// have fail its resize: Internal. A product that overflows is Internal too (no tensor can take
-/// it; ExecuTorch wraps it). A bounded-dynamic `out` is not held to its declared bound (no
-/// emitted view has one).
+/// have fail its resize: Internal, as do more elements than a dynamic `out` declares. A product
+/// that overflows is Internal too (no tensor can take it; ExecuTorch wraps it).
 fn et_view(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let src = f.tensor(a[0])?.clone();
     if f.dtype(a[2])? != src.dtype {

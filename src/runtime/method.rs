@@ -393,12 +393,14 @@ impl<'a> Method<'a> {
                 if want != t.dtype {
                     return Err(err(format!("dtype {} given, {want} expected", t.dtype)));
                 }
-                let n: usize = t.sizes.iter().product::<usize>() * t.dtype.element_size().unwrap_or(1);
-                if t.data.len() != n {
+                let n = checked_numel(&t.sizes).and_then(|n| n.checked_mul(t.dtype.element_size().unwrap_or(1)));
+                if n != Some(t.data.len()) {
                     return Err(err(format!("{} bytes for shape {:?}", t.data.len(), t.sizes)));
                 }
+                // A shape the tensor cannot take has the resize's code (NotSupported, as
+                // ExecuTorch's set_input returns it).
                 self.frame.resize(v, &t.sizes).map_err(|e| err_with(e.code, e.detail))?;
-                self.frame.write_bytes(v, &t.data).map_err(|e| err_with(e.code, e.detail))?;
+                self.frame.write_bytes(v, &t.data).map_err(|e| err(e.detail))?;
             }
             (Some(Value::Int(_)), HostValue::Int(x)) => self.frame.values[v] = Value::Int(*x),
             (Some(Value::Bool(_)), HostValue::Bool(x)) => self.frame.values[v] = Value::Bool(*x),

@@ -166,8 +166,10 @@ impl<T> Trace for R<T> {
 
 /// A little-endian scalar as FlatBuffers stores it.
 trait Scalar: Sized + Copy {
-    /// Size and alignment in bytes.
+    /// Size in bytes.
     const SIZE: usize;
+    /// Alignment the verifier requires: the Rust type's, as the crate checks it.
+    const ALIGN: usize = std::mem::align_of::<Self>();
     /// Name in errors.
     const NAME: &'static str;
     /// The value at the start of `b` (`None` if `b` is short).
@@ -214,6 +216,8 @@ struct Reader<'b> {
     apparent: usize,
     /// False in the verify-only pass: nothing is allocated or charged, decoding rules are off.
     build: bool,
+    /// Whether a string must be followed by a NUL byte (the options' negation).
+    terminated_strings: bool,
     used: usize,
     budget: usize,
     input_len: usize,
@@ -230,6 +234,7 @@ impl<'b> Reader<'b> {
             tables: 0,
             apparent: 0,
             build,
+            terminated_strings: !opts.ignore_missing_null_terminator,
             used: 0,
             // Owned values are larger than their wire form (an EValue is ~100 bytes, its wire
             // offset 4): allow a generous multiple of the input, plus a floor for tiny inputs.
@@ -264,7 +269,7 @@ impl<'b> Reader<'b> {
 
     #[inline]
     fn read<S: Scalar>(&mut self, pos: usize) -> R<S> {
-        self.aligned(pos, S::SIZE, S::NAME)?;
+        self.aligned(pos, S::ALIGN, S::NAME)?;
         self.range(pos, S::SIZE)?;
         match self.buf.get(pos..).and_then(S::from) {
             Some(v) => Ok(v),
@@ -279,12 +284,13 @@ impl<'b> Reader<'b> {
         Ok((off as usize).saturating_add(pos))
     }
 
-    /// The element range of the vector at `pos`: `(start, len)`.
+    /// The element range of the vector at `pos`, of elements `size` bytes long aligned to
+    /// `align`: `(start, len)`.
     #[inline]
-    fn vector(&mut self, pos: usize, size: usize, ty: &'static str) -> R<(usize, usize)> {
+    fn vector(&mut self, pos: usize, size: usize, align: usize, ty: &'static str) -> R<(usize, usize)> {
         let len = self.read::<u32>(pos)? as usize;
         let start = pos.saturating_add(4);
-        self.aligned(start, size, ty)?;
+        self.aligned(start, align, ty)?;
         self.range(start, len.saturating_mul(size))?;
         Ok((start, len))
     }
@@ -299,7 +305,7 @@ impl<'b> Reader<'b> {
             _ => return self.fail(Kind::SignedOffset { soffset }, pos),
         };
         let vtable_len = self.read::<u16>(vtable)? as usize;
-        self.aligned(vtable.saturating_add(vtable_len), 2, "u16")?;
+        self.aligned(vtable.saturating_add(vtable_len), u16::ALIGN, "u16")?;
         self.range(vtable, vtable_len)?;
         self.tables += 1;
         if self.tables > self.max_tables {
@@ -353,13 +359,13 @@ impl<'b> Reader<'b> {
     /// Verifies the string whose offset is at `pos` and returns it (unowned).
     fn str_at(&mut self, pos: usize) -> R<&'b str> {
         let at = self.offset(pos)?;
-        let (start, len) = self.vector(at, 1, "u8")?;
+        let (start, len) = self.vector(at, 1, 1, "u8")?;
         let end = start + len;
         let buf = self.buf;
         let Some(bytes) = buf.get(start..end) else { return self.fail(Kind::OutOfBounds { end }, start) };
         let terminated = buf.get(end) == Some(&0);
         let Ok(s) = std::str::from_utf8(bytes) else { return self.fail(Kind::Utf8 { end }, start) };
-        if !terminated {
+        if self.terminated_strings && !terminated {
             return self.fail(Kind::NoTerminator { end }, start);
         }
         Ok(s)
@@ -381,7 +387,7 @@ impl<'b> Reader<'b> {
     fn byte_range(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Range<usize>>> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let at = self.offset(p).field(name)?;
-        let (start, len) = self.vector(at, 1, "u8").field(name)?;
+        let (start, len) = self.vector(at, 1, 1, "u8").field(name)?;
         Ok(Some(start..start + len))
     }
 
@@ -405,7 +411,7 @@ impl<'b> Reader<'b> {
     fn scalars<S: Scalar>(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Vec<S>>> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let at = self.offset(p).field(name)?;
-        let (start, len) = self.vector(at, S::SIZE, S::NAME).field(name)?;
+        let (start, len) = self.vector(at, S::SIZE, S::ALIGN, S::NAME).field(name)?;
         self.charge(len * std::mem::size_of::<S>() + 24).field(name)?;
         if !self.build {
             return Ok(Some(Vec::new()));
@@ -431,7 +437,7 @@ impl<'b> Reader<'b> {
     ) -> R<Option<Vec<T>>> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let at = self.offset(p).field(name)?;
-        let (start, len) = self.vector(at, 4, "offset").field(name)?;
+        let (start, len) = self.vector(at, 4, u32::ALIGN, "offset").field(name)?;
         if up_front != (0, 0) {
             self.charge(len.saturating_mul(up_front.0).saturating_add(up_front.1)).field(name)?;
         }
