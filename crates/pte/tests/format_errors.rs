@@ -172,7 +172,7 @@ fn segment_past_end_of_segment_data() {
 
 /// Writes `p`'s FlatBuffers with the header and segment bytes of `file` (no consistency check).
 fn write_unchecked_segments(p: &Program, file: &[u8]) -> Vec<u8> {
-    let fb = format::write_flatbuffer(p, &WriteOptions::default());
+    let fb = format::write_flatbuffer(p, &WriteOptions::default()).expect("written");
     let header = format::ExtendedHeader::parse(file).expect("parses").expect("has header");
     let mut h = header;
     h.program_size = 32 + fb.len() as u64;
@@ -195,7 +195,7 @@ fn segment_data_without_header() {
     p.named_data = None;
     p.execution_plan.as_mut().expect("plans")[0].delegates = Some(vec![]);
     p.constant_segment = Some(SubsegmentOffsets { segment_index: 0, offsets: Some(vec![0]) });
-    let fb = format::write_flatbuffer(&p, &WriteOptions::default());
+    let fb = format::write_flatbuffer(&p, &WriteOptions::default()).expect("written");
     assert_eq!(err(&fb), FormatError::SegmentWithoutHeader { index: 1, size: 8 });
 }
 
@@ -379,7 +379,7 @@ fn named_data_without_segments_table() {
     p.segments = None;
     p.constant_segment = None;
     p.execution_plan.as_mut().expect("plans")[0].delegates = Some(vec![]);
-    let d = format::write_flatbuffer(&p, &WriteOptions::default());
+    let d = format::write_flatbuffer(&p, &WriteOptions::default()).expect("written");
     assert!(matches!(err(&d), FormatError::MissingField { field } if field.starts_with("segments")));
 }
 

@@ -6,6 +6,8 @@
 //! FlatBuffers accessors; everything else works on [`crate::program`].
 
 #[forbid(unsafe_code)]
+mod builder;
+#[forbid(unsafe_code)]
 mod decode;
 #[forbid(unsafe_code)]
 mod error;

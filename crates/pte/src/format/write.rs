@@ -12,11 +12,11 @@
 //! program above 512 KiB or a panic), so that writes do not grow a fresh buffer each time.
 
 use super::FormatError;
+use super::builder::{Builder, Scalar};
 use super::generated::executorch_flatbuffer as fb;
 use super::header::{ExtendedHeader, HEADER_LENGTH, PTE_IDENTIFIER, align_up};
 use super::read::LoadedProgram;
 use crate::program::*;
-use flatbuffers::{FlatBufferBuilder, Push, WIPOffset};
 
 /// Which ExecuTorch serializer's byte layout to reproduce (both read identically).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,7 +52,15 @@ impl Default for WriteOptions {
     }
 }
 
-pub(crate) type Off = WIPOffset<flatbuffers::UnionWIPOffset>;
+/// The position of an object written (counted from the buffer's end, as FlatBuffers builders do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Off(u32);
+
+impl From<Off> for u32 {
+    fn from(o: Off) -> u32 {
+        o.0
+    }
+}
 
 /// Largest padding gap the writer accepts before each segment.
 pub const MAX_SEGMENT_GAP: u64 = 1 << 16;
@@ -60,7 +68,7 @@ pub const MAX_SEGMENT_GAP: u64 = 1 << 16;
 /// A FlatBuffers builder that lays tables out like one of ExecuTorch's serializers (shared
 /// with the XNNPACK blob writer).
 pub(crate) struct TableWriter {
-    pub(crate) b: FlatBufferBuilder<'static>,
+    pub(crate) b: Builder,
     /// Largest `force_align` actually applied (the C++ builder's minalign).
     pub(crate) max_forced: usize,
     pub(crate) opts: WriteOptions,
@@ -98,7 +106,7 @@ impl Field {
 const KEPT_BUILDER_DATA: usize = 512 << 10;
 
 /// A builder kept for the thread's next writer.
-type Spare = std::cell::RefCell<Option<FlatBufferBuilder<'static>>>;
+type Spare = std::cell::RefCell<Option<Builder>>;
 
 thread_local! {
     /// The builder the thread's next writer starts from: reset, with the buffer it grew before,
@@ -113,7 +121,7 @@ impl Drop for TableWriter {
             return;
         }
         let mut b = std::mem::take(&mut self.b);
-        if b.unfinished_data().len() <= KEPT_BUILDER_DATA {
+        if b.used() <= KEPT_BUILDER_DATA {
             b.reset();
             // The thread may be tearing its locals down: then nothing is kept.
             let _ = SPARE_BUILDER.try_with(|spare| *spare.borrow_mut() = Some(b));
@@ -125,7 +133,7 @@ impl TableWriter {
     /// A writer with `opts`'s layout.
     pub(crate) fn new(opts: WriteOptions) -> Self {
         let spare = SPARE_BUILDER.try_with(|spare| spare.borrow_mut().take()).ok().flatten();
-        let b = spare.unwrap_or_else(|| FlatBufferBuilder::with_capacity(4096));
+        let b = spare.unwrap_or_else(|| Builder::with_capacity(4096));
         TableWriter { b, max_forced: 1, opts }
     }
 
@@ -142,59 +150,56 @@ impl TableWriter {
                 }
             }
         }
-        let end = self.b.end_table(start);
-        WIPOffset::new(end.value())
+        Off(self.b.end_table(start))
     }
 
     /// Pushes one field of the table being built.
     fn push_field(&mut self, f: &Field) {
         match *f {
-            Field::Off(s, o) => self.b.push_slot_always(s, o),
-            Field::U64(s, v) => self.b.push_slot(s, v, 0),
-            Field::I64(s, v) => self.b.push_slot(s, v, 0),
-            Field::F64(s, v) => {
-                // flatc compares against the default bit-for-bit.
-                if v.to_bits() != 0 {
-                    self.b.push_slot_always(s, v)
-                }
-            }
-            Field::F32(s, v) => {
-                if v.to_bits() != 0 {
-                    self.b.push_slot_always(s, v)
-                }
-            }
-            Field::I16(s, v) => self.b.push_slot(s, v, 0),
-            Field::U32(s, v) => self.b.push_slot(s, v, 0),
-            Field::I32(s, v) => self.b.push_slot(s, v, 0),
-            Field::U8(s, v) => self.b.push_slot(s, v, 0),
-            Field::I8(s, v) => self.b.push_slot(s, v, 0),
-            Field::Bool(s, v) => self.b.push_slot(s, v, false),
+            Field::Off(s, o) => self.b.offset_field(s, o.0),
+            // A default (zero) scalar is left out. flatc compares floats with the default
+            // bit-for-bit, so -0.0 is written.
+            Field::F64(s, v) => self.slot(s, v, v.to_bits() != 0),
+            Field::F32(s, v) => self.slot(s, v, v.to_bits() != 0),
+            Field::U64(s, v) => self.slot(s, v, v != 0),
+            Field::I64(s, v) => self.slot(s, v, v != 0),
+            Field::I16(s, v) => self.slot(s, v, v != 0),
+            Field::U32(s, v) => self.slot(s, v, v != 0),
+            Field::I32(s, v) => self.slot(s, v, v != 0),
+            Field::U8(s, v) => self.slot(s, v, v != 0),
+            Field::I8(s, v) => self.slot(s, v, v != 0),
+            Field::Bool(s, v) => self.slot(s, v, v),
         }
     }
 
     pub(crate) fn empty_vector(&mut self) -> Off {
         // The C++ builder (flatc) skips the element pre-alignment of an empty vector; only
         // its length is aligned.
-        self.b.start_vector::<u8>(0);
-        WIPOffset::new(self.b.end_vector::<u8>(0).value())
+        Off(self.b.empty_vector())
     }
 
-    pub(crate) fn scalars<T: Push + Copy>(&mut self, v: &[T]) -> Off
-    where
-        T::Output: 'static,
-    {
+    /// Finishes the buffer with `root` as its root table, under `identifier`.
+    pub(crate) fn finish(&mut self, root: Off, identifier: &[u8; 4]) {
+        self.b.finish(root.0, Some(identifier));
+    }
+
+    /// Adds scalar field `v` at vtable offset `slot` when `present`.
+    fn slot<T: Scalar>(&mut self, slot: u16, v: T, present: bool) {
+        if present {
+            self.b.scalar_field(slot, v);
+        }
+    }
+
+    pub(crate) fn scalars<T: Scalar>(&mut self, v: &[T]) -> Off {
         // An empty vector of 8-byte elements keeps its element alignment even in the flatc
         // layout: the Rust verifier checks it (the C++ one does not).
-        if v.is_empty() && self.opts.layout == Layout::Flatc && T::size() <= 4 {
+        if v.is_empty() && self.opts.layout == Layout::Flatc && T::SIZE <= 4 {
             return self.empty_vector();
         }
-        WIPOffset::new(self.b.create_vector(v).value())
+        Off(self.b.scalars(v))
     }
 
-    pub(crate) fn opt_scalars<T: Push + Copy>(&mut self, v: &Option<Vec<T>>) -> Option<Off>
-    where
-        T::Output: 'static,
-    {
+    pub(crate) fn opt_scalars<T: Scalar>(&mut self, v: &Option<Vec<T>>) -> Option<Off> {
         v.as_ref().map(|v| self.scalars(v))
     }
 
@@ -203,25 +208,25 @@ impl TableWriter {
             return self.empty_vector();
         }
         if force_align > 1 {
-            let used = self.b.unfinished_data().len();
+            let used = self.b.used();
             let pad = (force_align - (used + v.len()) % force_align) % force_align;
             for _ in 0..pad {
-                self.b.push(0u8);
+                self.b.scalar(0u8);
             }
             self.max_forced = self.max_forced.max(force_align);
         }
-        WIPOffset::new(self.b.create_vector(v).value())
+        Off(self.b.scalars(v))
     }
 
     pub(crate) fn string(&mut self, s: &Option<String>) -> Option<Off> {
-        s.as_ref().map(|s| WIPOffset::new(self.b.create_string(s).value()))
+        s.as_ref().map(|s| Off(self.b.string(s)))
     }
 
     pub(crate) fn offsets(&mut self, v: &[Off]) -> Off {
         if v.is_empty() && self.opts.layout == Layout::Flatc {
             return self.empty_vector();
         }
-        WIPOffset::new(self.b.create_vector(v).value())
+        Off(self.b.offsets(v))
     }
 
     pub(crate) fn list<T>(&mut self, v: &Option<Vec<T>>, mut each: impl FnMut(&mut Self, &T) -> Off) -> Option<Off> {
@@ -480,22 +485,27 @@ impl TableWriter {
 }
 
 /// Serialises only the FlatBuffers part (no extended header, no segments).
-pub fn write_flatbuffer(program: &Program, opts: &WriteOptions) -> Vec<u8> {
-    let (w, pad) = build(program, opts);
-    with_inserted(w.b.finished_data(), &[], pad, 0)
+pub fn write_flatbuffer(program: &Program, opts: &WriteOptions) -> Result<Vec<u8>, FormatError> {
+    let (w, pad) = build(program, opts)?;
+    Ok(with_inserted(w.b.finished_data(), &[], pad, 0))
 }
 
 /// The finished flatbuffer of `program`, and the zeros that go after its 8-byte preamble: the
 /// Rust builder aligns the whole buffer to its own minimum alignment only; the C++ builder also
 /// counts forced vector alignments, and its extra padding sits right after the preamble (where
 /// `Finish` pre-aligns).
-fn build(program: &Program, opts: &WriteOptions) -> (TableWriter, usize) {
+fn build(program: &Program, opts: &WriteOptions) -> Result<(TableWriter, usize), FormatError> {
     let mut w = TableWriter::new(*opts);
     let root = w.program(program);
-    w.b.finish(root, Some(std::str::from_utf8(PTE_IDENTIFIER).unwrap_or("ET12")));
+    w.finish(root, PTE_IDENTIFIER);
+    if w.b.overflowed() {
+        return Err(FormatError::Write {
+            detail: format!("the program's flatbuffer passes {} bytes (32-bit offsets)", super::builder::MAX_BUFFER),
+        });
+    }
     let misalign = w.b.finished_data().len() % w.max_forced;
     let pad = if misalign == 0 { 0 } else { w.max_forced - misalign };
-    (w, pad)
+    Ok((w, pad))
 }
 
 /// `fb` with `header` and then `zeros` zero bytes inserted after its 8-byte preamble (the root
@@ -552,7 +562,7 @@ pub fn write(program: &Program, segment_data: &[&[u8]], opts: &WriteOptions) -> 
             ),
         });
     }
-    let (w, pad) = build(program, opts);
+    let (w, pad) = build(program, opts)?;
     let fb = w.b.finished_data();
     if region_len == 0 {
         return Ok(with_inserted(fb, &[], pad, 0));

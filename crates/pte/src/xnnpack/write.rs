@@ -9,7 +9,7 @@ use crate::format::write::{Field, Off, TableWriter};
 use crate::format::{Layout, WriteOptions};
 
 /// The identifier the writer puts in the flatbuffer (ExecuTorch's writer schema's).
-pub const WRITE_IDENTIFIER: &str = "XN01";
+pub const WRITE_IDENTIFIER: &[u8; 4] = b"XN01";
 
 /// Offset of the flatbuffer after a header.
 pub const FLATBUFFER_OFFSET: usize = 32;
@@ -30,7 +30,7 @@ fn align_up(n: usize, a: usize) -> usize {
 pub fn write_flatbuffer(graph: &XnnGraph) -> Vec<u8> {
     let mut w = TableWriter::new(WriteOptions { layout: Layout::Flatc, ..WriteOptions::default() });
     let root = graph_table(&mut w, graph);
-    w.b.finish(root, Some(WRITE_IDENTIFIER));
+    w.finish(root, WRITE_IDENTIFIER);
     w.b.finished_data().to_vec()
 }
 
