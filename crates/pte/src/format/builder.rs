@@ -428,7 +428,8 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+        // 2,000 cases, or PROPTEST_CASES when it asks for more.
+        #![proptest_config(ProptestConfig { cases: ProptestConfig::default().cases.max(2000), ..ProptestConfig::default() })]
         /// Same calls, same bytes: layout, padding, vtable sharing and `finish`.
         #[test]
         fn lays_bytes_out_as_the_crate_builder_does(
