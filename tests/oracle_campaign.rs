@@ -84,3 +84,30 @@ fn swarm_draws_below_the_configured_limits_even_above_the_defaults() {
     assert!(drawn.iter().any(|c| c.max_depth > 2), "depth above the default is drawn");
     assert!(drawn.iter().any(|c| c.max_nodes > 8), "node counts above the default are drawn");
 }
+
+/// A campaign finding (seed 1, case 588069): `cond` on `div(c, addmm(x, x)) > -2` with
+/// `x = [inf, -f32::MAX]`. The XNNPACK delegate's addmm and the eager interpreter's may differ
+/// on such inputs, so the predicate may go either way (its bound flags it), and the runtime
+/// took the other branch: the calls inside it and after it are not the eager run's to predict.
+/// The eager run says how many of its calls are decided, and only those are compared.
+#[test]
+fn calls_after_a_decision_that_may_go_either_way_are_not_held_to_the_eager_run() {
+    use ptecheck::generator::{Generated, RunChoices};
+    use ptecheck::ir::eval::{Data, Tensor, Val, run_method};
+    use ptecheck::oracle::{CheckOptions, check_case};
+    let text = include_str!("../corpus/campaign/undecided-cond-calls.json");
+    let program = ptecheck::ir::saved::load(text).expect("the saved regression loads");
+    let f32s = |shape: &[usize], v: &[f32]| Val::Tensor(Tensor { shape: shape.to_vec(), data: Data::F32(v.to_vec()) });
+    let inputs = vec![f32s(&[1, 2], &[f32::INFINITY, -f32::MAX]), f32s(&[1, 1, 2], &[-3.90625, -3.90625])];
+    let run = run_method(&program, "forward", &inputs).expect("the eager interpreter runs it");
+    assert_eq!(run.calls.len(), 4, "one call, then a cond whose else branch calls three times");
+    assert_eq!(run.decided_calls, 1, "only the call before the cond is decided");
+    let case = Generated {
+        program,
+        inputs: [("forward".to_string(), inputs)].into(),
+        run: RunChoices::default(),
+        features: Default::default(),
+    };
+    let r = check_case(&case, &CheckOptions::default());
+    assert!(r.ok(), "{:?}", r.failures);
+}

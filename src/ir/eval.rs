@@ -483,6 +483,8 @@ fn calls_in(g: &Graph) -> usize {
 struct Interp<'p> {
     modules: &'p [LoweredModule],
     calls: Vec<CallRecord>,
+    /// The calls made before the first decision that may go the other way ([`Run::decided_calls`]).
+    decided: Option<usize>,
     /// Inside a module of an approximating backend (`bound::approximates`).
     approximate: bool,
 }
@@ -541,6 +543,11 @@ fn placed<'a>(at: &'a At<'a>) -> impl FnOnce(IrError) -> IrError + 'a {
 }
 
 impl Interp<'_> {
+    /// Marks a decision that may go the other way: the calls made so far are the decided ones.
+    fn undecide(&mut self) {
+        self.decided.get_or_insert(self.calls.len());
+    }
+
     /// Evaluates `g` on `inputs` (with their errors); the first Call node of `g` (pre-order) is
     /// call site `site`. Returns the outputs and their errors.
     fn graph(
@@ -611,13 +618,17 @@ impl Interp<'_> {
                     };
                     let a = get_all(operands)?;
                     let ae = errs_of(operands);
+                    // A decision that may go the other way: nothing is known of the result, nor
+                    // of the calls from here on.
+                    let undecided = errs.get(*pred).is_none_or(Bound::may_differ);
+                    if undecided {
+                        self.undecide();
+                    }
                     let (out, e) = if truth {
                         self.graph(then_graph, &a, &ae, &At::Member(&p, "then_graph"), site)?
                     } else {
                         self.graph(else_graph, &a, &ae, &At::Member(&p, "else_graph"), site + calls_in(then_graph))?
                     };
-                    // A decision that may go the other way: nothing is known of the result.
-                    let undecided = errs.get(*pred).is_none_or(Bound::may_differ);
                     let e = if undecided { vec![Bound::Any; out.len()] } else { e };
                     (out, e)
                 }
@@ -689,7 +700,10 @@ impl Interp<'_> {
                     let mut undecided = false;
                     loop {
                         let (cv, cerr) = self.graph(cond, &c, &ce, &At::Member(&p, "cond"), site)?;
-                        undecided |= cerr.first().is_none_or(Bound::may_differ);
+                        if cerr.first().is_none_or(Bound::may_differ) {
+                            undecided = true;
+                            self.undecide();
+                        }
                         match cv.first() {
                             Some(Val::Bool(true)) => {}
                             Some(Val::Bool(false)) => break,
@@ -727,7 +741,9 @@ impl Interp<'_> {
 
 /// Evaluates a graph on `inputs` (its calls resolve against `modules`).
 pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
-    Interp { modules, calls: Vec::new(), approximate: false }.graph(g, inputs, &[], &At::Root(path), 0).map(|(v, _)| v)
+    Interp { modules, calls: Vec::new(), decided: None, approximate: false }
+        .graph(g, inputs, &[], &At::Root(path), 0)
+        .map(|(v, _)| v)
 }
 
 /// One eager run of a method: outputs, how far a conforming implementation may be from each
@@ -740,6 +756,11 @@ pub struct Run {
     pub bounds: Vec<Bound>,
     /// Every module call.
     pub calls: Vec<CallRecord>,
+    /// How many of `calls`, from the first, any conforming implementation makes as they are
+    /// (site and order): those before the first decision that may go the other way (a cond
+    /// predicate or while condition whose bound lets it differ). After it, a conforming run may
+    /// take the other branch or another number of iterations, and make other calls.
+    pub decided_calls: usize,
 }
 
 /// Runs method `name` of `p` on exact `inputs`.
@@ -750,9 +771,10 @@ pub fn run_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Run, IrEr
         .enumerate()
         .find(|(_, m)| m.name == name)
         .ok_or_else(|| err("methods", format!("no method `{name}`")))?;
-    let mut interp = Interp { modules: &p.modules, calls: Vec::new(), approximate: false };
+    let mut interp = Interp { modules: &p.modules, calls: Vec::new(), decided: None, approximate: false };
     let (outputs, bounds) = interp.graph(&m.graph, inputs, &[], &At::Method(i), 0)?;
-    Ok(Run { outputs, bounds, calls: interp.calls })
+    let decided_calls = interp.decided.unwrap_or(interp.calls.len());
+    Ok(Run { outputs, bounds, calls: interp.calls, decided_calls })
 }
 
 /// Runs method `name` of `p` on `inputs`: its outputs and every module call it made, in order.

@@ -202,6 +202,8 @@ struct Eager {
     /// The tolerance of each output (exact unless an approximating backend or a sum is in it).
     bounds: Vec<Bound>,
     calls: Vec<CallRecord>,
+    /// How many of `calls` every conforming run makes as they are ([`crate::ir::eval::Run::decided_calls`]).
+    decided_calls: usize,
 }
 
 /// I7's saved-JSON round trip of `ir`, whose type check gave `types`. `load` is `read` and then
@@ -324,6 +326,7 @@ fn eager_runs(case: &Generated, r: &mut Report) -> BTreeMap<String, Eager> {
                         outputs: values::encode_all(&run.outputs),
                         bounds: run.bounds,
                         calls: run.calls,
+                        decided_calls: run.decided_calls,
                     },
                 );
             }
@@ -402,7 +405,7 @@ impl CaseChecks<'_> {
             match &run.result {
                 Ok(outs) => {
                     for &share in shares {
-                        let expect = Expect { ir, name: &name, share, calls: &e.calls };
+                        let expect = Expect { ir, name: &name, share, calls: &e.calls, decided_calls: e.decided_calls };
                         lifecycle::check_run(&expect, &loaded, &run, r);
                         outputs.insert((share, name.clone()), outs.clone());
                     }
