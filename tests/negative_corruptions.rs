@@ -187,19 +187,18 @@ fn each_sample_sends_one_corruption_end_to_end_and_no_samples_send_every_one() {
     use ptecheck::oracle::{CheckOptions, Report, negative};
     let ir = ptecheck::generator::examples::example("multi-method").expect("example");
     let bytes = ptecheck::emit::emit(&ir, &Default::default()).expect("emits").to_bytes().expect("writes");
-    let loaded = format::load(&bytes).expect("loads");
+    let mut loaded = format::load(&bytes).expect("loads");
+    let program = loaded.program.clone();
     let rig = Rig::new(&CheckOptions::default(), false, None);
     let n = corruptions(&loaded.program.plans()[0], 0).len();
     assert!(n > 10);
     for (samples, end_to_end) in [(Some(vec![1, 2]), 2), (Some(vec![5, 5 + n as u64]), 1), (Some(vec![]), 0), (None, n)]
     {
-        let (mut copy, mut r) = (None, Report::default());
-        let done = negative::check(&loaded, 0, &rig, samples.as_deref(), "test", &mut copy, &mut r);
+        let mut r = Report::default();
+        let done = negative::check(&mut loaded, 0, &rig, samples.as_deref(), "test", &mut r);
         assert_eq!((done.per_element, done.end_to_end), (n, end_to_end), "{samples:?}");
         assert!(r.ok(), "{:?}", r.failures);
-        if end_to_end > 0 {
-            assert_eq!(copy.as_ref().map(|c| &c.program), Some(&loaded.program), "every corruption put back");
-        }
+        assert_eq!(loaded.program, program, "every corruption put back");
     }
 }
 
@@ -219,4 +218,32 @@ fn check_case_sends_every_method_end_to_end_at_least_once() {
     assert!(every.ok(), "{:?}", every.failures);
     assert_eq!(every.negative.per_element, done.per_element);
     assert_eq!(every.negative.end_to_end, every.negative.per_element);
+}
+
+/// Every corruption end to end on a plan with more of them than one window holds: each is still
+/// checked once per element and once end to end, and the program is left as it was.
+#[test]
+fn every_corruption_end_to_end_goes_a_window_at_a_time_and_misses_none() {
+    use ptecheck::generator::GenConfig;
+    use ptecheck::oracle::lifecycle::Rig;
+    use ptecheck::oracle::negative::END_TO_END_WINDOW;
+    use ptecheck::oracle::{CheckOptions, Report, negative};
+    let cfg = GenConfig { max_nodes: 48, max_methods: 1, ..GenConfig::default() };
+    let bytes = (0..64u64)
+        .find_map(|seed| {
+            let g = generate(&cfg, &mut Unstructured::new(&case_input(seed, 0)), None);
+            let bytes = ptecheck::oracle::conformance::emit_both(&g, true).ok()?.shared;
+            let n = corruptions(&format::load(&bytes).ok()?.program.plans()[0], 0).len() as u64;
+            (n > END_TO_END_WINDOW + END_TO_END_WINDOW / 2).then_some(bytes)
+        })
+        .expect("a generated plan with more corruptions than a window and a half");
+    let mut loaded = format::load(&bytes).expect("loads");
+    let program = loaded.program.clone();
+    let n = corruptions(&loaded.program.plans()[0], 0).len();
+    let rig = Rig::new(&CheckOptions::default(), false, None);
+    let mut r = Report::default();
+    let done = negative::check(&mut loaded, 0, &rig, None, "test", &mut r);
+    assert_eq!((done.per_element, done.end_to_end), (n, n));
+    assert!(r.ok(), "{:?}", r.failures);
+    assert_eq!(loaded.program, program, "every corruption put back");
 }

@@ -77,6 +77,17 @@ impl Ledger {
         self.log().clone()
     }
 
+    /// Every event so far, in order, leaving the ledger empty (what [`Ledger::events`] then
+    /// [`Ledger::clear`] give, without copying the events).
+    pub fn take(&self) -> Vec<LedgerEvent> {
+        std::mem::take(&mut *self.log())
+    }
+
+    /// Inits recorded so far.
+    pub fn inits(&self) -> usize {
+        self.log().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count()
+    }
+
     /// Forgets every event (between independent runs that share the wrapped backends).
     pub fn clear(&self) {
         self.log().clear();

@@ -37,17 +37,23 @@ struct VersionOnly {
 
 /// Serialises a program (deterministic: save → load → save is identical).
 pub fn save(p: &IrProgram) -> String {
+    let mut out = Vec::with_capacity(16 * 1024);
+    save_into(p, &mut out);
+    // `save_into` writes what serde_json wrote (UTF-8) and a newline.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`save`] appended to `out` as UTF-8 bytes (a caller saving many programs reuses one buffer).
+pub fn save_into(p: &IrProgram, out: &mut Vec<u8>) {
     #[derive(Serialize)]
     struct DocRef<'a> {
         schema_version: (u32, u32),
         program: &'a IrProgram,
     }
-    let mut out = Vec::with_capacity(16 * 1024);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, Layout::default());
+    let mut ser = serde_json::Serializer::with_formatter(&mut *out, Layout::default());
     // Serialising our own types into memory cannot fail.
     let _ = DocRef { schema_version: SCHEMA_VERSION, program: p }.serialize(&mut ser);
     out.push(b'\n');
-    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The saved layout: objects one member per line, indented by two spaces; arrays of scalars on

@@ -85,7 +85,7 @@ pub fn run_method(
     let start = Instant::now();
     let loaded_method = session.load(name);
     t.init += start.elapsed();
-    let inits_at_load = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
+    let inits_at_load = rig.ledger.inits();
     let start = Instant::now();
     let (result, live_models, loads) = match loaded_method {
         Err(e) => (Err(e), 0, vec![]),
@@ -101,8 +101,8 @@ pub fn run_method(
     t.execute += start.elapsed();
     MethodRun {
         result,
-        events: rig.ledger.events(),
-        trace: session.trace().events(),
+        events: rig.ledger.take(),
+        trace: session.trace().take_events(),
         inits_at_load,
         live_models,
         loads,

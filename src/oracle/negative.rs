@@ -9,7 +9,6 @@
 
 use super::lifecycle::Rig;
 use super::{Invariant, Report};
-use crate::backends::ledger::LedgerEvent;
 use crate::format::LoadedProgram;
 use crate::program::{DelegateCall, EValue, ExecutionPlan, Instruction, KernelCall, Program, SCRATCH_KEY};
 use crate::runtime::check::{Io, PreparedPlan, Replacement, check_method_with};
@@ -131,67 +130,35 @@ impl Corruption {
 
     /// Applies the edit to `p` (false when the place no longer exists).
     pub fn apply(&self, p: &mut Program) -> bool {
-        let Some(plan) = p.execution_plan.as_mut().and_then(|v| v.get_mut(self.plan)) else { return false };
         // The edit itself is made once, on a copy of the one element ([`Corruption::patch`]).
-        let Some(patched) = self.patch(plan) else { return false };
-        let slot = match patched {
-            Patched::PlanIo(Io::Input, position, to) => {
-                plan.inputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to)
-            }
-            Patched::PlanIo(Io::Output, position, to) => {
-                plan.outputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to)
-            }
-            Patched::Value(index, value) => plan.values.as_mut().and_then(|v| v.get_mut(index)).map(|x| *x = value),
-            Patched::Instruction(c, i, ins) => plan
-                .chains
-                .as_mut()
-                .and_then(|ch| ch.get_mut(c))
-                .and_then(|ch| ch.instructions.as_mut())
-                .and_then(|l| l.get_mut(i))
-                .map(|x| *x = ins),
-        };
-        slot.is_some()
+        let patched = p.plans().get(self.plan).and_then(|plan| self.patch(plan));
+        patched.is_some_and(|patched| patched.put(p, self.plan))
     }
-}
 
-impl Corruption {
     /// Puts back the element this corruption edits, as it is in `base` (false when the place
     /// exists in neither).
     pub fn restore(&self, p: &mut Program, base: &Program) -> bool {
-        let (Some(plan), Some(orig)) =
-            (p.execution_plan.as_mut().and_then(|v| v.get_mut(self.plan)), base.plans().get(self.plan))
-        else {
-            return false;
-        };
-        let copy = |to: Option<&mut i32>, from: Option<&i32>| to.zip(from).map(|(t, f)| *t = *f).is_some();
-        match self.edit {
-            Edit::PlanInput { position, .. } => copy(
-                plan.inputs.as_mut().and_then(|v| v.get_mut(position)),
-                orig.inputs.as_ref().and_then(|v| v.get(position)),
-            ),
-            Edit::PlanOutput { position, .. } => copy(
-                plan.outputs.as_mut().and_then(|v| v.get_mut(position)),
-                orig.outputs.as_ref().and_then(|v| v.get(position)),
-            ),
-            Edit::ListItem { value, .. } => plan
-                .values
-                .as_mut()
-                .and_then(|v| v.get_mut(value))
-                .zip(orig.value_list().get(value))
-                .map(|(t, f)| t.clone_from(f))
-                .is_some(),
-            _ => {
-                let Some((c, i)) = self.at else { return false };
-                plan.chains
-                    .as_mut()
-                    .and_then(|ch| ch.get_mut(c))
-                    .and_then(|ch| ch.instructions.as_mut())
-                    .and_then(|l| l.get_mut(i))
-                    .zip(orig.chain_list().get(c).and_then(|ch| ch.instruction_list().get(i)))
-                    .map(|(t, f)| t.clone_from(f))
-                    .is_some()
+        let original = base.plans().get(self.plan).and_then(|plan| self.original(plan));
+        original.is_some_and(|original| original.put(p, self.plan))
+    }
+
+    /// The element of `plan` this corruption edits, unedited (`None` when the place does not
+    /// exist or the edit does not fit it): what [`Patched::put`] writes back after [`Corruption::apply`].
+    pub fn original(&self, plan: &ExecutionPlan) -> Option<Patched> {
+        let patched = self.patch(plan)?;
+        Some(match patched {
+            Patched::Instruction(c, i, _) => {
+                Patched::Instruction(c, i, plan.chain_list().get(c)?.instruction_list().get(i)?.clone())
             }
-        }
+            Patched::Value(v, _) => Patched::Value(v, plan.value_list().get(v)?.clone()),
+            Patched::PlanIo(which, position, _) => {
+                let list = match which {
+                    Io::Input => &plan.inputs,
+                    Io::Output => &plan.outputs,
+                };
+                Patched::PlanIo(which, position, *list.as_ref()?.get(position)?)
+            }
+        })
     }
 }
 
@@ -368,6 +335,29 @@ pub enum Patched {
 }
 
 impl Patched {
+    /// Writes this element into plan `plan` of `p`, in place of the one at its place (false
+    /// when the place does not exist).
+    pub fn put(self, p: &mut Program, plan: usize) -> bool {
+        let Some(plan) = p.execution_plan.as_mut().and_then(|v| v.get_mut(plan)) else { return false };
+        let slot = match self {
+            Patched::PlanIo(Io::Input, position, to) => {
+                plan.inputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to)
+            }
+            Patched::PlanIo(Io::Output, position, to) => {
+                plan.outputs.as_mut().and_then(|v| v.get_mut(position)).map(|x| *x = to)
+            }
+            Patched::Value(index, value) => plan.values.as_mut().and_then(|v| v.get_mut(index)).map(|x| *x = value),
+            Patched::Instruction(c, i, ins) => plan
+                .chains
+                .as_mut()
+                .and_then(|ch| ch.get_mut(c))
+                .and_then(|ch| ch.instructions.as_mut())
+                .and_then(|l| l.get_mut(i))
+                .map(|x| *x = ins),
+        };
+        slot.is_some()
+    }
+
     /// The replacement it describes.
     pub fn replacement(&self) -> Replacement<'_> {
         match self {
@@ -443,69 +433,49 @@ fn copy_into(dst: &mut Instruction, src: &Instruction) {
     }
 }
 
+/// Corruptions at most gathered for the end-to-end runs at once when every corruption goes end
+/// to end: the per-element checks run over the corruptions a window at a time, so what is held
+/// stays bounded whatever the plan's size.
+pub const END_TO_END_WINDOW: u64 = 1024;
+
 /// Every corruption of plan `pi` must be rejected at init with zero backend inits.
 ///
 /// Each corruption is checked by the runtime's own per-element checks on the one edited
 /// element ([`PreparedPlan`]), so a method costs time linear in its size. The corruptions
 /// picked by `samples` (one per sample, any class may be drawn; `None`: every one) also go end
-/// to end: the whole program
-/// copied and edited, the method loaded by the runtime, rejected at init with no backend
-/// `init` (counted by the backends of `rig`), and the runtime's full check giving exactly the
-/// errors the per-element check gave.
-///
-/// `copy` is a copy of `loaded` to corrupt (made on first use; every corruption is put back
-/// after its run, so one copy serves every plan of a program).
-pub fn check<'a>(
-    loaded: &LoadedProgram<'a>,
+/// to end: the edit made on `loaded` itself, the method loaded by the runtime, rejected at init
+/// with no backend `init` (counted by the backends of `rig`), the runtime's full check giving
+/// exactly the errors the per-element check gave, and the edited element put back.
+pub fn check(
+    loaded: &mut LoadedProgram<'_>,
     pi: usize,
     rig: &Rig,
     samples: Option<&[u64]>,
     what: &str,
-    copy: &mut Option<LoadedProgram<'a>>,
     r: &mut Report,
 ) -> Coverage {
     let mut done = Coverage::default();
     let Some(plan) = loaded.program.plans().get(pi) else { return done };
     let name = plan.name_str().to_string();
-    let mut prepared = match PreparedPlan::new(loaded, pi, rig.rt.fault) {
-        Ok(p) => p,
-        Err(errors) => {
-            let first = errors.first().map(ToString::to_string).unwrap_or_default();
-            r.fail(Invariant::Negative, format!("{what}: {name} does not pass the init checks itself: {first}"));
-            return done;
-        }
-    };
     let mut count = 0u64;
     each_corruption(plan, pi, &mut |_| count += 1);
     let picks: Option<Vec<u64>> = samples.map(|s| s.iter().map(|s| s % count.max(1)).collect());
-    let mut rejected = 0;
-    let mut patched = None;
-    let mut next = 0u64;
-    each_corruption(plan, pi, &mut |c| {
-        let k = next;
-        next += 1;
-        if !c.patch_into(plan, &mut patched) {
-            return;
-        }
-        let Some(patched) = &patched else { return };
-        done.per_element += 1;
-        let errors = prepared.check_replaced(patched.replacement());
-        if errors.is_empty() {
-            r.fail(
-                Invariant::Negative,
-                format!("{what}: {} ({}): accepted by the init checks", c.describe(&loaded.program), c.class.name()),
-            );
-        } else {
-            rejected += 1;
-        }
-        if picks.as_ref().is_none_or(|p| p.contains(&k)) {
-            let corrupt = copy.get_or_insert_with(|| loaded.clone());
-            EndToEnd { loaded, name: &name, rig, what }.run(corrupt, &c, errors, r);
+    // The picks go end to end after one pass; every corruption, a window at a time.
+    let window = if picks.is_some() { count.max(1) } else { END_TO_END_WINDOW };
+    let checks = PlanChecks { pi, name: &name, rig, what };
+    let mut from = 0u64;
+    loop {
+        let range = from..from.saturating_add(window);
+        let Some(ends) = checks.per_element(loaded, &range, picks.as_deref(), &mut done, r) else { return done };
+        for (c, errors) in ends {
+            checks.end_to_end(loaded, &c, &errors, r);
             done.end_to_end += 1;
         }
-    });
-    r.held(Invariant::Negative, rejected);
-    done
+        from = range.end;
+        if from >= count {
+            return done;
+        }
+    }
 }
 
 /// How many corruptions [`check`] sent through each path.
@@ -524,50 +494,104 @@ impl std::ops::AddAssign for Coverage {
     }
 }
 
-/// The end-to-end run of a plan's corruptions: the program, the method, the rig whose
-/// backends count inits, and what to call the emission in reports.
-struct EndToEnd<'r, 'l, 'a> {
-    loaded: &'l LoadedProgram<'a>,
+/// The negative checks of one plan: its index and name, the rig whose backends count inits,
+/// and what to call the emission in reports.
+struct PlanChecks<'r> {
+    pi: usize,
     name: &'r str,
     rig: &'r Rig,
     what: &'r str,
 }
 
-impl<'a> EndToEnd<'_, '_, 'a> {
-    /// One corruption through the whole runtime: the edit made on `corrupt` (a copy of the
-    /// program), `load_method`, backend ledger; the edited element is put back afterwards.
-    fn run(&self, corrupt: &mut LoadedProgram<'a>, c: &Corruption, errors: &[CheckError], r: &mut Report) {
+impl PlanChecks<'_> {
+    /// The per-element checks of the plan's corruptions numbered in `range` (in
+    /// [`each_corruption`]'s order); returns those picked for the end-to-end run (every one
+    /// without `picks`) with the errors the per-element check gave, or `None` when the plan
+    /// itself does not pass the init checks.
+    fn per_element(
+        &self,
+        loaded: &LoadedProgram<'_>,
+        range: &std::ops::Range<u64>,
+        picks: Option<&[u64]>,
+        done: &mut Coverage,
+        r: &mut Report,
+    ) -> Option<Vec<(Corruption, Vec<CheckError>)>> {
+        let (pi, what) = (self.pi, self.what);
+        let plan = loaded.program.plans().get(pi)?;
+        let mut prepared = match PreparedPlan::new(loaded, pi, self.rig.rt.fault) {
+            Ok(p) => p,
+            Err(errors) => {
+                let first = errors.first().map(ToString::to_string).unwrap_or_default();
+                let name = plan.name_str();
+                r.fail(Invariant::Negative, format!("{what}: {name} does not pass the init checks itself: {first}"));
+                return None;
+            }
+        };
+        let mut ends = Vec::new();
+        let mut rejected = 0;
+        let mut patched = None;
+        let mut next = 0u64;
+        each_corruption(plan, pi, &mut |c| {
+            let k = next;
+            next += 1;
+            if !range.contains(&k) || !c.patch_into(plan, &mut patched) {
+                return;
+            }
+            let Some(patched) = &patched else { return };
+            done.per_element += 1;
+            let errors = prepared.check_replaced(patched.replacement());
+            if errors.is_empty() {
+                r.fail(
+                    Invariant::Negative,
+                    format!(
+                        "{what}: {} ({}): accepted by the init checks",
+                        c.describe(&loaded.program),
+                        c.class.name()
+                    ),
+                );
+            } else {
+                rejected += 1;
+            }
+            if picks.is_none_or(|p| p.contains(&k)) {
+                ends.push((c, errors.to_vec()));
+            }
+        });
+        r.held(Invariant::Negative, rejected);
+        Some(ends)
+    }
+
+    /// One corruption through the whole runtime: the edit made on `loaded`, `load_method`,
+    /// backend ledger; the edited element is put back afterwards.
+    fn end_to_end(&self, loaded: &mut LoadedProgram<'_>, c: &Corruption, errors: &[CheckError], r: &mut Report) {
         let what = self.what;
-        if !c.apply(&mut corrupt.program) {
-            return r.fail(
-                Invariant::Negative,
-                format!("{what}: {} does not apply to a copy", c.describe(&self.loaded.program)),
-            );
-        }
-        self.checks(corrupt, c, errors, r);
-        if !c.restore(&mut corrupt.program, &self.loaded.program) {
-            r.fail(Invariant::Negative, format!("{what}: {} cannot be put back", c.describe(&self.loaded.program)));
+        let original = loaded.program.plans().get(c.plan).and_then(|plan| c.original(plan));
+        let Some(original) = original.filter(|_| c.apply(&mut loaded.program)) else {
+            return r.fail(Invariant::Negative, format!("{what}: {} does not apply", c.describe(&loaded.program)));
+        };
+        self.checks(loaded, c, errors, r);
+        if !original.put(&mut loaded.program, c.plan) {
+            r.fail(Invariant::Negative, format!("{what}: {} cannot be put back", c.describe(&loaded.program)));
         }
     }
 
-    /// The checks of [`EndToEnd::run`] on the corrupted copy.
+    /// The checks of [`PlanChecks::end_to_end`] on the corrupted program.
     fn checks(&self, corrupt: &LoadedProgram<'_>, c: &Corruption, errors: &[CheckError], r: &mut Report) {
-        let (loaded, name, rig, what) = (self.loaded, self.name, self.rig, self.what);
+        let (name, rig, what) = (self.name, self.rig, self.what);
         let full = check_method_with(corrupt, c.plan, rig.rt.fault);
         r.check(Invariant::Negative, full == errors, || {
             format!(
                 "{what}: {} ({}): the per-element check gives {errors:?}, the whole-method check {full:?}",
-                c.describe(&loaded.program),
+                c.describe(&corrupt.program),
                 c.class.name()
             )
         });
         rig.ledger.clear();
         let result = rig.rt.load_method(corrupt, name, None, &Trace::default());
-        let inits = rig.ledger.events().iter().filter(|e| matches!(e, LedgerEvent::Init { .. })).count();
+        let inits = rig.ledger.inits();
         r.check(Invariant::Negative, matches!(result, Err(RuntimeError::Check(_))) && inits == 0, || {
             format!(
                 "{what}: {} ({}): {} with {inits} backend inits",
-                c.describe(&loaded.program),
+                c.describe(&corrupt.program),
                 c.class.name(),
                 match &result {
                     Ok(_) => "accepted".to_string(),

@@ -302,6 +302,10 @@ impl Trace {
     pub fn events(&self) -> Vec<TraceEvent> {
         self.log().events.clone()
     }
+    /// All events so far, leaving none (handle numbering goes on).
+    pub fn take_events(&self) -> Vec<TraceEvent> {
+        std::mem::take(&mut self.log().events)
+    }
     /// Counts over all events so far.
     pub fn summary(&self) -> TraceSummary {
         let mut s = TraceSummary::default();

@@ -14,7 +14,9 @@ use super::error::ErrorCode;
 use super::frame::{Frame, OpError, OpResult};
 use super::value::{Value, checked_numel, is_float};
 use crate::program::{ScalarType, TensorShapeDynamism};
+use hashbrown::HashMap;
 use std::cmp::Ordering;
+use std::sync::LazyLock;
 
 /// A kernel: frame and the KernelCall's argument value indices.
 pub type KernelFn = fn(&mut Frame<'_>, &[usize]) -> OpResult<()>;
@@ -803,22 +805,36 @@ pub const KERNELS: &[Kernel] = &[
     Kernel { name: "executorch_prim::et_view.default", args: 3, exact: true, run: et_view },
 ];
 
+/// [`KERNELS`] indexed for [`lookup_operator`]: by whole name, and by every split of a name
+/// around one of its dots (`name`, `overload`); the first kernel of a name wins, as a scan would.
+struct Index {
+    whole: HashMap<&'static str, usize>,
+    parts: HashMap<(&'static str, &'static str), usize>,
+}
+
+static INDEX: LazyLock<Index> = LazyLock::new(|| {
+    let mut index = Index { whole: HashMap::new(), parts: HashMap::new() };
+    for (i, k) in KERNELS.iter().enumerate() {
+        index.whole.entry(k.name).or_insert(i);
+        for (dot, _) in k.name.match_indices('.') {
+            index.parts.entry((&k.name[..dot], &k.name[dot + 1..])).or_insert(i);
+        }
+    }
+    index
+});
+
 /// The kernel of an operator table entry (`name` and `overload` as the program spells them),
 /// without building the qualified name: the same answer as `lookup(&operator.qualified())`.
 pub fn lookup_operator(name: &str, overload: &str) -> Option<&'static Kernel> {
-    let is = |k: &str, suffix: &str| {
-        k.len() == name.len() + 1 + suffix.len()
-            && k.starts_with(name)
-            && k.as_bytes()[name.len()] == b'.'
-            && k.ends_with(suffix)
+    let index = &*INDEX;
+    let at = if overload.is_empty() {
+        // `name` itself, or `name.default` when `name` has no overload of its own.
+        let default = if name.contains('.') { None } else { index.parts.get(&(name, "default")) };
+        index.whole.get(name).into_iter().chain(default).min()
+    } else {
+        index.parts.get(&(name, overload))
     };
-    KERNELS.iter().find(|k| {
-        if overload.is_empty() {
-            k.name == name || (!name.contains('.') && is(k.name, "default"))
-        } else {
-            is(k.name, overload)
-        }
-    })
+    at.and_then(|&i| KERNELS.get(i))
 }
 
 /// The kernel of an operator, by qualified name.

@@ -223,7 +223,16 @@ fn build_frame<'a>(
     }
     let arenas: Vec<Vec<u8>> =
         plan.non_const_buffer_sizes.iter().flatten().skip(1).map(|s| vec![0u8; (*s).max(0) as usize]).collect();
-    let mut frame = Frame { values: Vec::new(), tensors: Vec::new(), arenas, constants, memory_limit, fault };
+    let values = plan.value_list();
+    let n_tensors = values.iter().filter(|v| matches!(v, EValue::Tensor(_))).count();
+    let mut frame = Frame {
+        values: Vec::with_capacity(values.len()),
+        tensors: Vec::with_capacity(n_tensors),
+        arenas,
+        constants,
+        memory_limit,
+        fault,
+    };
     let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
         method: method.into(),
         value,

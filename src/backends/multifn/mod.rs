@@ -9,9 +9,10 @@
 //! delegate). Partitions that fall back to CPU are ordinary IR ops between the calls.
 //!
 //! Runtime (`MultifnBackend`): options `share_multifunction_model` (bool), `cache_dir`
-//! (string, default a temp dir) and `compute_units` (string, default `all`). Sharing on: the
-//! model is acquired from the process-wide [`table::ModelTable`] keyed by (cache directory
-//! device + inode, export hash + compute units); executions on one model are serialised.
+//! (string, default a temp dir, made and identified once per process) and `compute_units`
+//! (string, default `all`). Sharing on: the model is acquired from the process-wide
+//! [`table::ModelTable`] keyed by (cache directory device + inode, export hash + compute
+//! units); executions on one model are serialised.
 
 pub mod table;
 
@@ -425,15 +426,34 @@ impl std::fmt::Debug for MultifnBackend {
     }
 }
 
-/// The cache directory when no `cache_dir` option is set, created once per process.
-fn default_cache_dir() -> &'static std::path::Path {
-    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join("ptecheck-multifn-cache");
-        // A failure shows at `init` (AccessFailed), which tries again.
-        let _ = std::fs::create_dir_all(&d);
-        d
-    })
+/// The identity (device, inode) of cache directory `dir`: AccessFailed when it cannot be read
+/// or is not a directory.
+fn directory_identity(dir: &std::path::Path) -> Result<(u64, u64), OpError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| OpError::new(ErrorCode::AccessFailed, format!("cache directory {}: {e}", dir.display())))?;
+    if !meta.is_dir() {
+        return Err(OpError::new(
+            ErrorCode::AccessFailed,
+            format!("cache directory {} is not a directory", dir.display()),
+        ));
+    }
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// The identity of the cache directory used when no `cache_dir` option is set: made and read
+/// once per process (nothing is read from it afterwards); until that succeeds, every `init`
+/// tries again and fails with what went wrong.
+fn default_cache_identity() -> Result<(u64, u64), OpError> {
+    static IDENTITY: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    if let Some(&id) = IDENTITY.get() {
+        return Ok(id);
+    }
+    let dir = std::env::temp_dir().join("ptecheck-multifn-cache");
+    // A failure to make it shows as the identity's AccessFailed.
+    let _ = std::fs::create_dir_all(&dir);
+    let id = directory_identity(&dir)?;
+    Ok(*IDENTITY.get_or_init(|| id))
 }
 
 fn option_err(code: ErrorCode, what: &str) -> OpError {
@@ -460,9 +480,9 @@ impl Backend for MultifnBackend {
                 format!("{SHARE_OPTION} is on but delegate `{}` is not multi-function", manifest.function),
             ));
         }
-        let (dir, default_dir) = match ctx.options.get_str("cache_dir") {
-            Ok(d) => (std::path::PathBuf::from(d), false),
-            Err(ErrorCode::NotFound) => (default_cache_dir().to_path_buf(), true),
+        let (dev, ino) = match ctx.options.get_str("cache_dir") {
+            Ok(d) => directory_identity(std::path::Path::new(d))?,
+            Err(ErrorCode::NotFound) => default_cache_identity()?,
             Err(c) => return Err(option_err(c, "cache_dir")),
         };
         let units = match ctx.options.get_str("compute_units") {
@@ -470,28 +490,12 @@ impl Backend for MultifnBackend {
             Err(ErrorCode::NotFound) => "all".into(),
             Err(c) => return Err(option_err(c, "compute_units")),
         };
-        let meta = std::fs::metadata(&dir)
-            .or_else(|e| {
-                // The default directory is made again if it went away (a cleaned /tmp).
-                if !default_dir {
-                    return Err(e);
-                }
-                std::fs::create_dir_all(&dir).and_then(|()| std::fs::metadata(&dir))
-            })
-            .map_err(|e| OpError::new(ErrorCode::AccessFailed, format!("cache directory {}: {e}", dir.display())))?;
-        if !meta.is_dir() {
-            return Err(OpError::new(
-                ErrorCode::AccessFailed,
-                format!("cache directory {} is not a directory", dir.display()),
-            ));
-        }
-        use std::os::unix::fs::MetadataExt;
         let mut cache_key = format!("{}:{units}", manifest.export_hash);
         if !share {
             // Sharing off: every delegate loads its own model (K delegates -> K loads).
             cache_key.push_str(&format!("#{}", self.unshared.fetch_add(1, Ordering::Relaxed)));
         }
-        let key = ModelKey { dev: meta.dev(), ino: meta.ino(), cache_key };
+        let key = ModelKey { dev, ino, cache_key };
         let model = self.table.acquire(&key, || {
             if self.injected_failure() {
                 return Err(OpError::new(ErrorCode::OutOfResources, "injected model load failure"));

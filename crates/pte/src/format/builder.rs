@@ -92,12 +92,19 @@ impl Builder {
     /// Moves the head `n` bytes towards the front, growing the buffer (its data kept at the
     /// end) when there is no room; the bytes taken are the caller's to fill. `None` past
     /// [`MAX_BUFFER`].
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: usize) -> Option<usize> {
         if self.head >= n && !self.overflow && self.used() + n <= self.limit {
             self.head -= n;
             return Some(self.head);
         }
+        self.take_growing(n)
+    }
+
+    /// [`Builder::take`] when the buffer has no room for `n` more bytes (or is past its limit).
+    #[cold]
+    #[inline(never)]
+    fn take_growing(&mut self, n: usize) -> Option<usize> {
         if self.overflow || self.used() + n > self.limit {
             self.overflow = true;
             return None;
