@@ -1239,3 +1239,43 @@ fn planned_memory_beyond_int64_is_an_emit_error() {
     let e = emit(&p, &EmitOptions::default()).expect_err("arena beyond int64");
     assert!(e.to_string().contains("does not fit int64"), "{e}");
 }
+
+#[test]
+fn operand_and_call_argument_type_errors_name_the_node_and_both_types() {
+    use ptecheck::ir::infer::typecheck_program;
+    let typed = |g: Graph, modules: Vec<LoweredModule>| typecheck_program(&program(vec![("forward", g)], modules));
+    // A call whose argument has another shape than the module's input: both types are named.
+    let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![3, 4])]);
+    let y = b.call(0, &[b.input(0)], 1)[0];
+    let e = typed(b.finish(&[y]), vec![demo()]).expect_err("argument of another shape");
+    assert_eq!(e.path, "methods[0].graph.nodes[0]", "{e}");
+    assert!(e.detail.starts_with("call arguments: expected"), "{e}");
+    assert!(e.detail.contains("[2, 4]") && e.detail.contains("[3, 4]"), "{e}");
+    // A call with one argument too many (the module takes one).
+    let mut b = GraphBuilder::new(vec![], vec![x()]);
+    let y = b.call(0, &[b.input(0), b.input(0)], 1)[0];
+    let e = typed(b.finish(&[y]), vec![demo()]).expect_err("one argument too many");
+    assert!(e.detail.starts_with("call arguments"), "{e}");
+    // A call naming a ref not yet defined, and an operator reading one, inside a cond branch.
+    let mut b = GraphBuilder::new(vec![], vec![x()]);
+    let y = b.call(0, &[7], 1)[0];
+    let e = typed(b.finish(&[y]), vec![demo()]).expect_err("undefined call argument");
+    assert_eq!(
+        (e.path.as_str(), e.detail.as_str()),
+        ("methods[0].graph.nodes[0]", "ref 7 is not defined before this node (1 defined)")
+    );
+    let mut branch = GraphBuilder::new(vec![], vec![x()]);
+    let bad = branch.op(Op::Relu, &[5]);
+    let branch = branch.finish(&[bad]);
+    let mut b = GraphBuilder::new(vec![], vec![x(), ValueType::Bool]);
+    let out = b.node(
+        Node::Cond { pred: b.input(1), then_graph: branch.clone(), else_graph: branch, operands: vec![b.input(0)] },
+        1,
+    );
+    let e = typed(b.finish(&out), vec![]).expect_err("undefined operand in a branch");
+    assert_eq!(e.path, "methods[0].graph.nodes[0].then_graph.nodes[0]", "{e}");
+    assert_eq!(e.detail, "ref 5 is not defined before this node (1 defined)", "{e}");
+    // Well-typed, the same call types (the in-place comparison accepts equal types).
+    let p = chain_of(&[0, 0], vec![demo()]);
+    assert!(typecheck_program(&p).is_ok());
+}

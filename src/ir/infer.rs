@@ -255,6 +255,20 @@ fn same_types(want: &[ValueType], got: &[ValueType], path: &str, what: &str) -> 
     Ok(())
 }
 
+/// The output type of operator node `op(args)`, given the types of the refs before it (the
+/// operands are read in place, not copied).
+fn op_node_type(op: &Op, args: &[Ref], types: &[ValueType], path: &str) -> Result<ValueType, IrError> {
+    arity(args, op.kind().arity(), path)?;
+    let mut a: Vec<&ValueType> = Vec::with_capacity(args.len());
+    for r in args {
+        let t = types
+            .get(*r)
+            .ok_or_else(|| err(path, format!("ref {r} is not defined before this node ({} defined)", types.len())))?;
+        a.push(t);
+    }
+    op_type(op, &a, path)
+}
+
 /// Output types of one node, given the types of the refs before it.
 pub fn node_types(
     node: &Node,
@@ -270,11 +284,7 @@ pub fn node_types(
     };
     let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>();
     match node {
-        Node::Op { op, args } => {
-            arity(args, op.kind().arity(), path)?;
-            let a = get_all(args)?;
-            Ok(vec![op_type(op, &a.iter().collect::<Vec<_>>(), path)?])
-        }
+        Node::Op { op, args } => Ok(vec![op_node_type(op, args, types, path)?]),
         Node::Call { module, args } => {
             let m = modules
                 .get(*module)
@@ -287,7 +297,12 @@ pub fn node_types(
                 e
             })?;
             let c = m.graph.constants.len();
-            same_types(&sig[c..c + m.graph.inputs.len()], &get_all(args)?, path, "call arguments")?;
+            let want = &sig[c..c + m.graph.inputs.len()];
+            // Compared in place; the argument types are copied only to name a mismatch.
+            let same = want.len() == args.len() && args.iter().zip(want).all(|(r, w)| types.get(*r) == Some(w));
+            if !same {
+                same_types(want, &get_all(args)?, path, "call arguments")?;
+            }
             Ok(m.graph.outputs.iter().map(|r| sig[*r].clone()).collect())
         }
         Node::Cond { pred, then_graph, else_graph, operands } => {
@@ -421,12 +436,20 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
     for (i, n) in g.nodes.iter().enumerate() {
         // The node's path is spelled out only for an error: typed with an empty path, an error
         // at the node (or inside its sub-graphs, `.body…`) gets the node's path in front.
-        let out = node_types(n, &types, modules, "").map_err(|mut e| {
+        let at_node = |mut e: IrError| {
             if e.path.is_empty() || e.path.starts_with('.') {
                 e.path = format!("{path}.nodes[{i}]{}", e.path);
             }
             e
-        })?;
+        };
+        // An operator node has one output, pushed as it is typed (no list of one).
+        if let Node::Op { op, args } = n {
+            let t = op_node_type(op, args, &types, "").map_err(at_node)?;
+            representable(&t, || format!("{path}.nodes[{i}]"))?;
+            types.push(t);
+            continue;
+        }
+        let out = node_types(n, &types, modules, "").map_err(at_node)?;
         for t in &out {
             representable(t, || format!("{path}.nodes[{i}]"))?;
         }
