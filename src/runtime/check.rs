@@ -14,7 +14,7 @@ use crate::format::LoadedProgram;
 use crate::program::{
     EValue, ExecutionPlan, Instruction, SCRATCH_KEY, Tensor, TensorDataLocation, TensorShapeDynamism, parse_scratch,
 };
-use std::sync::Arc;
+use smol_str::SmolStr;
 
 /// Largest tensor rank the runtime accepts.
 pub const MAX_RANK: usize = 16;
@@ -38,17 +38,17 @@ struct Checker<'l, 'a> {
     fault: Option<Fault>,
     loaded: &'l LoadedProgram<'a>,
     plan: &'l ExecutionPlan,
-    method: Arc<str>,
+    method: SmolStr,
     out: Vec<CheckError>,
     /// Argument count of each entry of the operator table (`None`: unknown operator).
     arities: Vec<Option<usize>>,
     /// Qualified names of operator table entries an error named (filled on first use, so a
     /// prepared plan that rejects many corruptions spells each name once).
-    names: Vec<Option<Arc<str>>>,
+    names: Vec<Option<SmolStr>>,
 }
 
 impl<'l, 'a> Checker<'l, 'a> {
-    fn new(loaded: &'l LoadedProgram<'a>, plan: &'l ExecutionPlan, method: Arc<str>, fault: Option<Fault>) -> Self {
+    fn new(loaded: &'l LoadedProgram<'a>, plan: &'l ExecutionPlan, method: SmolStr, fault: Option<Fault>) -> Self {
         let arities = plan.operator_list().iter().map(ops::arity_of).collect();
         Checker { fault, loaded, plan, method, out: Vec::new(), arities, names: Vec::new() }
     }
@@ -60,7 +60,7 @@ impl Checker<'_, '_> {
     }
 
     /// The qualified name of operator table entry `i` (`op`).
-    fn op_name(&mut self, i: usize, op: &crate::program::Operator) -> Arc<str> {
+    fn op_name(&mut self, i: usize, op: &crate::program::Operator) -> SmolStr {
         if self.names.len() <= i {
             self.names.resize(i + 1, None);
         }
@@ -577,7 +577,7 @@ impl<'l, 'a> PreparedPlan<'l, 'a> {
                 }
             }
         }
-        let method: Arc<str> = plan.name.as_deref().map_or_else(|| format!("#{plan_index}").into(), Into::into);
+        let method: SmolStr = plan.name.as_deref().map_or_else(|| format!("#{plan_index}").into(), Into::into);
         Ok(PreparedPlan {
             checker: Checker::new(loaded, plan, method, fault),
             call_sites: call_site_counts(plan),
@@ -637,7 +637,7 @@ pub fn check_method_with(loaded: &LoadedProgram<'_>, plan_index: usize, fault: O
     let Some(plan) = loaded.program.plans().get(plan_index) else {
         return vec![CheckError::MissingField { method: format!("#{plan_index}").into(), field: "execution_plan" }];
     };
-    let method: Arc<str> = plan.name.as_deref().map_or_else(|| format!("#{plan_index}").into(), Into::into);
+    let method: SmolStr = plan.name.as_deref().map_or_else(|| format!("#{plan_index}").into(), Into::into);
     let mut c = Checker::new(loaded, plan, method, fault);
     c.required_fields();
     c.values();

@@ -1,7 +1,7 @@
 //! ExecuTorch error codes and the typed init-time check failures that map onto them.
 
 use serde::Serialize;
-use std::sync::Arc;
+use smol_str::SmolStr;
 use thiserror::Error;
 
 /// `executorch::runtime::Error` values (semantics.md B.9).
@@ -75,35 +75,35 @@ impl std::fmt::Display for Site {
 #[allow(missing_docs)]
 pub enum CheckError {
     #[error("method {method}: required field `{field}` is absent")]
-    MissingField { method: Arc<str>, field: &'static str },
+    MissingField { method: SmolStr, field: &'static str },
     #[error("method {method}: {field} = {index} at {site} is out of range ({count} values)")]
-    ValueIndex { method: Arc<str>, site: Site, field: &'static str, index: i64, count: usize },
+    ValueIndex { method: SmolStr, site: Site, field: &'static str, index: i64, count: usize },
     #[error("method {method}: DelegateCall at {site} names delegate {index} but the method has {count}")]
-    DelegateIndex { method: Arc<str>, site: Site, index: i32, count: usize },
+    DelegateIndex { method: SmolStr, site: Site, index: i32, count: usize },
     #[error("method {method}: KernelCall at {site} names operator {index} but the method has {count}")]
-    OpIndex { method: Arc<str>, site: Site, index: i32, count: usize },
+    OpIndex { method: SmolStr, site: Site, index: i32, count: usize },
     #[error("method {method}: operators[{op_index}] `{name}` has no kernel")]
-    UnknownOperator { method: Arc<str>, op_index: usize, name: String },
+    UnknownOperator { method: SmolStr, op_index: usize, name: String },
     #[error("method {method}: KernelCall at {site} passes {found} args to `{op}`, which takes {expected}")]
-    Arity { method: Arc<str>, site: Site, op: Arc<str>, expected: usize, found: usize },
+    Arity { method: SmolStr, site: Site, op: SmolStr, expected: usize, found: usize },
     #[error("method {method}: JumpFalseCall at {site} jumps to {destination}, outside the chain's {len} instructions")]
-    JumpDestination { method: Arc<str>, site: Site, destination: i32, len: usize },
+    JumpDestination { method: SmolStr, site: Site, destination: i32, len: usize },
     #[error("method {method}: {which}[{position}] = {index} is out of range ({count} values)")]
-    PlanIo { method: Arc<str>, which: &'static str, position: usize, index: i32, count: usize },
+    PlanIo { method: SmolStr, which: &'static str, position: usize, index: i32, count: usize },
     #[error("method {method}: {which}[{position}] names values[{index}], a {kind}, not a tensor or scalar")]
-    PlanIoKind { method: Arc<str>, which: &'static str, position: usize, index: i32, kind: &'static str },
+    PlanIoKind { method: SmolStr, which: &'static str, position: usize, index: i32, kind: &'static str },
     #[error("method {method}: values[{value}]: {what}")]
-    Tensor { method: Arc<str>, value: usize, what: String, code: ErrorCode },
+    Tensor { method: SmolStr, value: usize, what: String, code: ErrorCode },
     #[error("method {method}: values[{value}].items[{item}] = {index}: {what}")]
-    ListItem { method: Arc<str>, value: usize, item: usize, index: i64, what: &'static str, code: ErrorCode },
+    ListItem { method: SmolStr, value: usize, item: usize, index: i64, what: &'static str, code: ErrorCode },
     #[error("method {method}: delegates[{delegate}] declares scratch but is called from {sites} call sites")]
-    ScratchShared { method: Arc<str>, delegate: usize, sites: usize },
+    ScratchShared { method: SmolStr, delegate: usize, sites: usize },
     #[error("method {method}: delegates[{delegate}] {what}")]
-    Delegate { method: Arc<str>, delegate: usize, what: String, code: ErrorCode },
+    Delegate { method: SmolStr, delegate: usize, what: String, code: ErrorCode },
     #[error("method {method}: chain {chain} has no `instructions`")]
-    MissingInstructions { method: Arc<str>, chain: usize },
+    MissingInstructions { method: SmolStr, chain: usize },
     #[error("method {method}: {what} at {site} has no `args`")]
-    MissingArgs { method: Arc<str>, site: Site, what: &'static str },
+    MissingArgs { method: SmolStr, site: Site, what: &'static str },
 }
 
 impl CheckError {
