@@ -736,16 +736,30 @@ fn campaign(a: CampaignArgs) -> CmdResult {
     Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })
 }
 
+/// Merges what can be merged: each report left out is named on stderr (and the exit is 2), and
+/// the merged report of the others is still printed, with the shards no report covered.
 fn merge_reports(a: MergeArgs) -> CmdResult {
-    use ptecheck::oracle::reports::{merge, read_report};
-    let reports = a.reports.iter().map(|p| read_report(p)).collect::<Result<Vec<_>, _>>()?;
-    let m = merge(&reports)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
-    } else {
-        print_campaign(&m);
+    let outcome = ptecheck::oracle::reports::merge_files(&a.reports);
+    for e in &outcome.refused {
+        eprintln!("ptecheck: left out: {e}");
     }
-    Ok(if m.failures > 0 { Exit::Failed } else { Exit::Ok })
+    let missing = outcome.missing_shards();
+    if !missing.is_empty() {
+        eprintln!("ptecheck: no report covers shards {missing:?} of the campaign");
+    }
+    let Some(m) = &outcome.merged else { return Ok(Exit::Rejected) };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(m).unwrap_or_default());
+    } else {
+        print_campaign(m);
+    }
+    Ok(if !outcome.refused.is_empty() {
+        Exit::Rejected
+    } else if m.failures > 0 {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    })
 }
 
 fn differential(

@@ -5,9 +5,11 @@
 use ptecheck::fault::Fault;
 use ptecheck::format;
 use ptecheck::generator::generate;
-use ptecheck::oracle::campaign::{CampaignOptions, CampaignResult, case_config, case_input, run};
+use ptecheck::oracle::campaign::{
+    CampaignId, CampaignOptions, CampaignResult, case_config, case_input, replay_command, run,
+};
 use ptecheck::oracle::negative::corruptions;
-use ptecheck::oracle::reports::{merge, save_failures};
+use ptecheck::oracle::reports::{MergeError, merge, merge_files, save_failures};
 use ptecheck::runtime::check::{PreparedPlan, check_method_with};
 
 /// Everything of a report that must not depend on how it was computed (not times).
@@ -85,7 +87,82 @@ fn shard_reports_merge_into_the_report_of_the_whole_campaign() {
     assert_eq!(merged.failing_cases, whole.failing_cases);
     assert_eq!(merged.first_failing_case, whole.first_failing_case);
     assert_eq!(merged.failure.map(|f| f.case), whole.failure.map(|f| f.case));
+    assert_eq!(merged.shards_run, vec![0, 1, 2]);
+    assert_eq!(merged.campaign, CampaignId { shards: 3, ..whole.campaign.clone() });
     assert!(merge(&[]).is_err());
+}
+
+#[test]
+fn reports_of_another_campaign_or_a_shard_twice_are_not_merged() {
+    let opts = CampaignOptions { cases: 12, seed: 9, jobs: 1, ..CampaignOptions::default() };
+    let shard = |i: u64, o: &CampaignOptions| run(&CampaignOptions { shard: (i, 2), ..o.clone() });
+    let (a, b) = (shard(0, &opts), shard(1, &opts));
+    assert!(merge(&[a.clone(), b.clone()]).is_ok());
+    // The same shard twice would count its cases twice.
+    match merge(&[a.clone(), b.clone(), a.clone()]) {
+        Err(MergeError::DuplicateShard { report: 2, shard: 0, first: 0 }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Shards of campaigns that differ in what decides their cases do not add up to one.
+    for (other, member) in [
+        (CampaignOptions { seed: 10, ..opts.clone() }, "seed"),
+        (CampaignOptions { cases: 14, ..opts.clone() }, "cases"),
+        (CampaignOptions { swarm: false, ..opts.clone() }, "swarm"),
+        (CampaignOptions { fault: Some(Fault::JumpOffByOne), ..opts.clone() }, "fault"),
+    ] {
+        match merge(&[a.clone(), shard(1, &other)]) {
+            Err(MergeError::OtherCampaign { report: 1, differs }) => assert!(differs.starts_with(member), "{differs}"),
+            other => panic!("{member}: {other:?}"),
+        }
+    }
+    let three = run(&CampaignOptions { shard: (1, 3), ..opts.clone() });
+    assert!(
+        matches!(merge(&[a, three]), Err(MergeError::OtherCampaign { differs, .. }) if differs.starts_with("shards"))
+    );
+}
+
+#[test]
+fn unreadable_or_foreign_report_files_are_left_out_and_the_rest_merged() {
+    let dir = std::env::temp_dir().join(format!("ptecheck-merge-files-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let opts = CampaignOptions { cases: 12, seed: 9, jobs: 1, ..CampaignOptions::default() };
+    let write = |name: &str, r: &CampaignResult| {
+        let path = dir.join(name);
+        std::fs::write(&path, serde_json::to_string(r).expect("serialises")).expect("writes");
+        path
+    };
+    let s0 = write("s0.json", &run(&CampaignOptions { shard: (0, 3), ..opts.clone() }));
+    let s2 = write("s2.json", &run(&CampaignOptions { shard: (2, 3), ..opts.clone() }));
+    let foreign = write("foreign.json", &run(&CampaignOptions { shard: (1, 3), seed: 1, ..opts.clone() }));
+    // A shard's report cut short (its job timed out while writing).
+    let cut = dir.join("cut.json");
+    let text = std::fs::read_to_string(&s2).expect("reads");
+    std::fs::write(&cut, &text[..text.len() / 2]).expect("writes");
+    let outcome = merge_files(&[s0, cut.clone(), foreign.clone(), s2]);
+    let merged = outcome.merged.as_ref().expect("the readable shards merge");
+    assert_eq!(merged.shards_run, vec![0, 2]);
+    assert_eq!(outcome.missing_shards(), vec![1]);
+    let refused: Vec<String> = outcome.refused.iter().map(ToString::to_string).collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(refused[0].contains("cut.json"), "{refused:?}");
+    assert!(refused[1].contains("foreign.json") && refused[1].contains("seed 1, not 9"), "{refused:?}");
+    assert!(merge_files(&[]).merged.is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_clean_campaign_saves_nothing_and_a_replay_command_keeps_its_mode() {
+    let opts = CampaignOptions { cases: 8, jobs: 1, negative_end_to_end: true, ..CampaignOptions::default() };
+    let r = run(&opts);
+    assert_eq!(r.failures, 0);
+    let dir = std::env::temp_dir().join(format!("ptecheck-save-clean-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(save_failures(&opts, &r, &dir).expect("saves"), Vec::<std::path::PathBuf>::new());
+    assert_eq!(std::fs::read_dir(&dir).expect("made").count(), 0, "a clean campaign leaves its folder empty");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(replay_command(&opts, 3).ends_with("--case 3 --negative-end-to-end"), "{}", replay_command(&opts, 3));
+    assert_eq!(r.jobs, 1);
 }
 
 #[test]

@@ -27,13 +27,23 @@ fn shard_reports_written_by_the_cli_merge_and_a_bad_report_is_named() {
     let merged: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(merged["cases"], 40);
     assert_eq!(merged["failures"], 0);
-    // Not a campaign report: exit 2, naming the file and the member.
+    assert_eq!(merged["shards_run"], serde_json::json!([0, 1]));
+    // Not a campaign report: left out and named (file and member), exit 2, and the other
+    // shard's report is still printed, with the shard no report covers.
     let bad = dir.join("bad.json");
-    std::fs::write(&bad, r#"{"cases": "many"}"#).expect("writes");
-    let out = bin().arg("merge-reports").arg(&paths[0]).arg(&bad).output().expect("runs");
+    std::fs::write(&bad, r#"{"campaign": {"seed": "many"}}"#).expect("writes");
+    let out = bin().arg("merge-reports").arg("--json").arg(&paths[0]).arg(&bad).output().expect("runs");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.json") && err.contains("cases"), "{err}");
+    assert!(err.contains("bad.json") && err.contains("campaign.seed"), "{err}");
+    assert!(err.contains("no report covers shards [1]"), "{err}");
+    let partial: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(partial["shards_run"], serde_json::json!([0]));
+    // The same shard twice: left out, naming the report that has it.
+    let out = bin().arg("merge-reports").args([&paths[0], &paths[1], &paths[0]]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("report-0.json: report 2: shard 0 is already in report 0"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

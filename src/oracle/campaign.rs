@@ -94,9 +94,51 @@ pub struct Reproduction {
     pub original_nodes: usize,
 }
 
+/// What makes shard reports parts of one campaign: the cases they split, and everything that
+/// decides what case `i` is and how it is checked. Shards of one campaign report equal ones.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignId {
+    /// Campaign seed.
+    pub seed: u64,
+    /// Cases of the whole campaign, before sharding.
+    pub cases: u64,
+    /// Shards the campaign is split into.
+    pub shards: u64,
+    /// Swarm testing on.
+    pub swarm: bool,
+    /// Base generator configuration.
+    pub config: GenConfig,
+    /// The seeded bug exhibited, by name.
+    pub fault: Option<String>,
+    /// Every negative corruption sent end to end.
+    pub negative_end_to_end: bool,
+    /// The one case run (`--case`), if only one was.
+    pub only_case: Option<u64>,
+}
+
+impl CampaignId {
+    /// The identity of the campaign `opts` runs a shard of.
+    pub fn of(opts: &CampaignOptions) -> CampaignId {
+        CampaignId {
+            seed: opts.seed,
+            cases: opts.cases,
+            shards: opts.shard.1.max(1),
+            swarm: opts.swarm,
+            config: opts.config.clone(),
+            fault: opts.fault.map(|f| f.name().to_string()),
+            negative_end_to_end: opts.negative_end_to_end,
+            only_case: opts.only_case,
+        }
+    }
+}
+
 /// Campaign outcome.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CampaignResult {
+    /// The campaign this report is (part of).
+    pub campaign: CampaignId,
+    /// The shards it covers, ascending (one for a run, each merged shard for a merged report).
+    pub shards_run: Vec<u64>,
     /// Cases run.
     pub cases: u64,
     /// Failing cases.
@@ -297,6 +339,9 @@ pub fn replay_command(opts: &CampaignOptions, case: u64) -> String {
     if let Some(f) = opts.fault {
         command.push_str(&format!(" --fault {}", f.name()));
     }
+    if opts.negative_end_to_end {
+        command.push_str(" --negative-end-to-end");
+    }
     command
 }
 
@@ -321,6 +366,8 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
         }
     };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().ok();
+    // A pool that cannot be built leaves the cases to this thread: the report says so.
+    let jobs = pool.as_ref().map_or(1, rayon::ThreadPool::current_num_threads);
     let mut invariants: BTreeMap<String, usize> = Invariant::all().iter().map(|i| (i.name().to_string(), 0)).collect();
     let mut features: BTreeMap<String, usize> = BTreeMap::new();
     let mut timings = Timings::default();
@@ -394,6 +441,8 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
         }
     });
     CampaignResult {
+        campaign: CampaignId::of(opts),
+        shards_run: vec![shard],
         cases: ran,
         failures,
         programs_per_second: ran as f64 / elapsed.as_secs_f64().max(1e-9),

@@ -2,7 +2,7 @@
 //! matrix) into one, and saving a failing campaign's cases as reproducer folders.
 //! Reads campaign results and regenerates cases from them; checks nothing itself.
 
-use super::campaign::{CampaignOptions, CampaignResult, FailingCase, MAX_LISTED_FAILURES, Reproduction};
+use super::campaign::{CampaignId, CampaignOptions, CampaignResult, FailingCase, MAX_LISTED_FAILURES, Reproduction};
 use super::conformance::{CorpusError, eager_runs, write_case};
 use crate::generator::generate;
 use arbitrary::Unstructured;
@@ -34,6 +34,32 @@ pub enum MergeError {
         /// What serde found.
         message: String,
     },
+    /// A report of another campaign than the first report merged (`differs` names the member).
+    #[error("report {report}: another campaign than the first report's: {differs}")]
+    OtherCampaign {
+        /// Its position among the reports given (from 0).
+        report: usize,
+        /// The first member that differs, with both values.
+        differs: String,
+    },
+    /// A shard already merged from an earlier report.
+    #[error("report {report}: shard {shard} is already in report {first}")]
+    DuplicateShard {
+        /// Its position among the reports given (from 0).
+        report: usize,
+        /// The shard reported twice.
+        shard: u64,
+        /// The earlier report holding it.
+        first: usize,
+    },
+    /// A report refused by the merge, named by its file.
+    #[error("{path}: {source}")]
+    In {
+        /// The file.
+        path: PathBuf,
+        /// Why it was refused.
+        source: Box<MergeError>,
+    },
 }
 
 /// Reads one `campaign --json` report.
@@ -47,14 +73,114 @@ pub fn read_report(path: &Path) -> Result<CampaignResult, MergeError> {
     })
 }
 
-/// Merges shard reports into one: counts, invariant and feature tallies and timings add up;
-/// the failing cases are listed in (seed, case) order; the first failure is the one of the
-/// smallest (seed, case); shards ran side by side, so the wall time is the longest and the
-/// throughput the sum.
+/// The first member in which `b` differs from `a`, spelled with both values (`None`: equal).
+fn first_difference(a: &CampaignId, b: &CampaignId) -> Option<String> {
+    let show = |name: &str, x: &dyn std::fmt::Debug, y: &dyn std::fmt::Debug| format!("{name} {x:?}, not {y:?}");
+    let members: [(&str, bool, &dyn std::fmt::Debug, &dyn std::fmt::Debug); 8] = [
+        ("seed", a.seed == b.seed, &b.seed, &a.seed),
+        ("cases", a.cases == b.cases, &b.cases, &a.cases),
+        ("shards", a.shards == b.shards, &b.shards, &a.shards),
+        ("swarm", a.swarm == b.swarm, &b.swarm, &a.swarm),
+        ("config", a.config == b.config, &b.config, &a.config),
+        ("fault", a.fault == b.fault, &b.fault, &a.fault),
+        (
+            "negative_end_to_end",
+            a.negative_end_to_end == b.negative_end_to_end,
+            &b.negative_end_to_end,
+            &a.negative_end_to_end,
+        ),
+        ("only_case", a.only_case == b.only_case, &b.only_case, &a.only_case),
+    ];
+    members.iter().find(|(_, same, ..)| !same).map(|(name, _, x, y)| show(name, *x, *y))
+}
+
+/// Whether `r` may join reports of `first`'s campaign that already cover `seen` (shard ->
+/// the report holding it): the same campaign, and only shards not merged yet.
+fn admissible(
+    first: &CampaignId,
+    seen: &std::collections::BTreeMap<u64, usize>,
+    report: usize,
+    r: &CampaignResult,
+) -> Result<(), MergeError> {
+    if let Some(differs) = first_difference(first, &r.campaign) {
+        return Err(MergeError::OtherCampaign { report, differs });
+    }
+    match r.shards_run.iter().find_map(|s| seen.get(s).map(|f| (*s, *f))) {
+        Some((shard, first)) => Err(MergeError::DuplicateShard { report, shard, first }),
+        None => Ok(()),
+    }
+}
+
+/// Merges shard reports of one campaign into one: counts, invariant and feature tallies and
+/// timings add up; the failing cases are listed in (seed, case) order; the first failure is
+/// the one of the smallest (seed, case); shards ran side by side, so the wall time is the
+/// longest and the throughput the sum. A report of another campaign (seed, cases, shard count,
+/// configuration, …) or of a shard already merged is refused.
 pub fn merge(reports: &[CampaignResult]) -> Result<CampaignResult, MergeError> {
     let (head, rest) = reports.split_first().ok_or(MergeError::Empty)?;
+    let mut seen: std::collections::BTreeMap<u64, usize> = head.shards_run.iter().map(|s| (*s, 0)).collect();
+    for (i, r) in rest.iter().enumerate() {
+        admissible(&head.campaign, &seen, i + 1, r)?;
+        seen.extend(r.shards_run.iter().map(|s| (*s, i + 1)));
+    }
+    Ok(merge_admitted(head, rest))
+}
+
+/// What [`merge_files`] made of a list of report files.
+#[derive(Debug)]
+pub struct MergeOutcome {
+    /// The merge of every report that could be read and belongs with the first one read.
+    pub merged: Option<CampaignResult>,
+    /// Each report left out, and why.
+    pub refused: Vec<MergeError>,
+}
+
+impl MergeOutcome {
+    /// Shards of the merged campaign no merged report covers (a single `--case` run has none).
+    pub fn missing_shards(&self) -> Vec<u64> {
+        let Some(m) = &self.merged else { return Vec::new() };
+        if m.campaign.only_case.is_some() {
+            return Vec::new();
+        }
+        (0..m.campaign.shards).filter(|s| !m.shards_run.contains(s)).collect()
+    }
+}
+
+/// Reads and merges report files, leaving out (and naming) each one that cannot be read or
+/// does not belong: a shard whose report was cut short does not cost the others their merge.
+pub fn merge_files(paths: &[PathBuf]) -> MergeOutcome {
+    let mut refused = Vec::new();
+    let mut kept: Vec<CampaignResult> = Vec::new();
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, path) in paths.iter().enumerate() {
+        let r = match read_report(path) {
+            Ok(r) => r,
+            Err(e) => {
+                refused.push(e);
+                continue;
+            }
+        };
+        if let Some(first) = kept.first()
+            && let Err(e) = admissible(&first.campaign, &seen, i, &r)
+        {
+            refused.push(MergeError::In { path: path.clone(), source: Box::new(e) });
+            continue;
+        }
+        seen.extend(r.shards_run.iter().map(|s| (*s, i)));
+        kept.push(r);
+    }
+    if paths.is_empty() {
+        refused.push(MergeError::Empty);
+    }
+    let merged = kept.split_first().map(|(head, rest)| merge_admitted(head, rest));
+    MergeOutcome { merged, refused }
+}
+
+/// [`merge`] of reports already found to belong together.
+fn merge_admitted(head: &CampaignResult, rest: &[CampaignResult]) -> CampaignResult {
     let mut m = head.clone();
     for r in rest {
+        m.shards_run.extend(&r.shards_run);
         m.cases += r.cases;
         m.failures += r.failures;
         m.programs_per_second += r.programs_per_second;
@@ -77,16 +203,19 @@ pub fn merge(reports: &[CampaignResult]) -> Result<CampaignResult, MergeError> {
             m.first_failing_case = Some(f.case);
         }
     }
+    m.shards_run.sort_unstable();
     m.failing_cases.sort_by_key(|f: &FailingCase| (f.seed, f.case));
     m.failing_cases.dedup();
     m.failing_cases.truncate(MAX_LISTED_FAILURES);
-    Ok(m)
+    m
 }
 
 /// Writes the campaign's first failure, shrunk, as a reproducer folder under `dir`
 /// (`case-SEED-CASE/`: `program.json`, `shared.pte`, `unshared.pte`, `io.json` when the
 /// program emits, `failure.json` with the violations and the replay command), and
-/// `failing-cases.json` listing every failing case. Returns the folders written.
+/// `failing-cases.json` listing the failing cases (the first [`MAX_LISTED_FAILURES`]; the
+/// report counts all). A campaign without failures writes nothing into `dir`. Returns the
+/// folders written.
 pub fn save_failures(opts: &CampaignOptions, r: &CampaignResult, dir: &Path) -> Result<Vec<PathBuf>, CorpusError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -111,7 +240,9 @@ pub fn save_failures(opts: &CampaignOptions, r: &CampaignResult, dir: &Path) -> 
         std::fs::write(&path, serde_json::to_string_pretty(f).unwrap_or_default()).map_err(io(&path))?;
         written.push(folder);
     }
-    let path = dir.join("failing-cases.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&r.failing_cases).unwrap_or_default()).map_err(io(&path))?;
+    if !r.failing_cases.is_empty() {
+        let path = dir.join("failing-cases.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&r.failing_cases).unwrap_or_default()).map_err(io(&path))?;
+    }
     Ok(written)
 }
