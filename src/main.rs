@@ -906,7 +906,7 @@ fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
     }
     let t = &r.timings;
     println!(
-        "time: generate {:.2}s emit {:.2}s write {:.2}s load {:.2}s init {:.2}s execute {:.2}s eager {:.2}s compare {:.2}s negative {:.2}s",
+        "time: generate {:.3}s emit {:.3}s write {:.3}s load {:.3}s init {:.3}s execute {:.3}s eager {:.3}s compare {:.3}s negative {:.3}s",
         r.generate.as_secs_f64(),
         t.emit.as_secs_f64(),
         t.write.as_secs_f64(),
