@@ -88,3 +88,32 @@ fn the_two_readers_agree_on_seeded_mutations_of_every_real_file() {
         assert!(kinds.get(class).is_some_and(|&n| n > 10), "few mutations end as {class}: {kinds:?}");
     }
 }
+
+#[test]
+fn the_verify_only_pass_refuses_what_the_verifier_refuses_and_nothing_else() {
+    use ptecheck::format::oracle::{one_pass, verify_only};
+    let (mut accepted, mut refused) = (0usize, 0usize);
+    for (k, (name, bytes)) in real_files().into_iter().enumerate() {
+        assert!(matches!(verify_only(&bytes), Some(Ok(()))) == matches!(one_pass(&bytes), Some(Ok(_))), "{name}");
+        let program_len = format::load(&bytes).map(|l| l.program_data.len()).unwrap_or(bytes.len());
+        let mut rng = ChaCha8Rng::seed_from_u64(1000 + k as u64);
+        for i in 0..500 {
+            let mut file = bytes.clone();
+            let len = program_len.min(file.len());
+            mutate(&mut file, len, &mut rng);
+            // The one-pass reader refuses with a verifier rule exactly when the verify-only
+            // pass does, and with the same error; it may also refuse a decoding rule (an
+            // undeclared union tag, its budget) that verifying alone does not check.
+            match (verify_only(&file), one_pass(&file)) {
+                (None, None) => {}
+                (Some(Ok(())), Some(_)) => accepted += 1,
+                (Some(Err(v)), Some(Err(d))) => {
+                    assert_eq!(v.to_string(), d.to_string(), "{name}, mutation {i}");
+                    refused += 1;
+                }
+                (v, d) => panic!("{name}, mutation {i}: verify-only {v:?}, one pass {:?}", d.map(|r| r.map(drop))),
+            }
+        }
+    }
+    assert!(accepted > 100 && refused > 100, "accepted {accepted}, refused {refused}");
+}

@@ -36,6 +36,14 @@ pub fn one_pass(data: &[u8]) -> Option<Result<Program, FormatError>> {
     Some(wire::decode(region.program_data, &opts, data.len()).map(|d| d.program))
 }
 
+/// The one-pass reader's verify-only pass on the FlatBuffers data of `data`: every verifier
+/// rule, nothing decoded (`None` as for [`one_pass`]; for timing against a lazy reader).
+pub fn verify_only(data: &[u8]) -> Option<Result<(), FormatError>> {
+    let region = region(data).ok()?;
+    let opts = verifier_options(region.program_data.len());
+    Some(wire::verify(region.program_data, &opts, data.len()))
+}
+
 /// The `flatbuffers` crate's verifier, then its generated accessors, on the FlatBuffers data
 /// of `data` (`None` as for [`one_pass`]).
 pub fn with_crate(data: &[u8]) -> Option<Result<Program, FormatError>> {

@@ -54,6 +54,12 @@ pub(crate) fn decode(
     }
 }
 
+/// The verifier's rules alone on `buf`, building nothing (the pass [`decode`] falls back to):
+/// what a reader that decodes on demand would do up front.
+pub(crate) fn verify(buf: &[u8], opts: &flatbuffers::VerifierOptions, input_len: usize) -> Result<(), FormatError> {
+    Reader::new(buf, opts, input_len, false).root().map(drop).map_err(|e| e.into_error(buf.len()))
+}
+
 /// What is wrong, at the byte position of the failure.
 #[derive(Debug)]
 enum Kind {
