@@ -255,7 +255,7 @@ impl<'b> Reader<'b> {
 
     // ---- verifier primitives (each mirrors one of the crate's checks and its accounting) ----
 
-    #[inline]
+    #[inline(always)]
     fn range(&mut self, pos: usize, size: usize) -> R<()> {
         let end = pos.saturating_add(size);
         if end > self.buf.len() {
@@ -268,12 +268,12 @@ impl<'b> Reader<'b> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn aligned(&self, pos: usize, align: usize, ty: &'static str) -> R<()> {
         if pos.is_multiple_of(align) { Ok(()) } else { self.fail(Kind::Unaligned { ty }, pos) }
     }
 
-    #[inline]
+    #[inline(always)]
     fn read<S: Scalar>(&mut self, pos: usize) -> R<S> {
         self.aligned(pos, S::ALIGN, S::NAME)?;
         self.range(pos, S::SIZE)?;
@@ -284,7 +284,7 @@ impl<'b> Reader<'b> {
     }
 
     /// Follows the unsigned offset stored at `pos`.
-    #[inline]
+    #[inline(always)]
     fn offset(&mut self, pos: usize) -> R<usize> {
         let off: u32 = self.read(pos)?;
         Ok((off as usize).saturating_add(pos))
@@ -292,7 +292,7 @@ impl<'b> Reader<'b> {
 
     /// The element range of the vector at `pos`, of elements `size` bytes long aligned to
     /// `align`: `(start, len)`.
-    #[inline]
+    #[inline(always)]
     fn vector(&mut self, pos: usize, size: usize, align: usize, ty: &'static str) -> R<(usize, usize)> {
         let len = self.read::<u32>(pos)? as usize;
         let start = pos.saturating_add(4);
@@ -301,7 +301,7 @@ impl<'b> Reader<'b> {
         Ok((start, len))
     }
 
-    #[inline]
+    #[inline(always)]
     fn table(&mut self, pos: usize) -> R<Table> {
         let soffset: i32 = self.read(pos)?;
         let magnitude = soffset.unsigned_abs() as usize;
@@ -324,13 +324,13 @@ impl<'b> Reader<'b> {
         Ok(Table { pos, vtable, vtable_len })
     }
 
-    #[inline]
+    #[inline(always)]
     fn done(&mut self) {
         self.depth = self.depth.saturating_sub(1);
     }
 
     /// Position of the field in vtable slot `slot`, if present.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, t: &Table, slot: usize) -> R<Option<usize>> {
         if slot < t.vtable_len {
             let off: u16 = self.read(t.vtable.saturating_add(slot))?;
@@ -354,7 +354,7 @@ impl<'b> Reader<'b> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn scalar<S: Scalar>(&mut self, t: &Table, slot: usize, default: S, name: &'static str) -> R<S> {
         match self.slot(t, slot)? {
             Some(p) => self.read(p).field(name),
