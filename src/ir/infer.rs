@@ -255,17 +255,16 @@ fn same_types(want: &[ValueType], got: &[ValueType], path: &str, what: &str) -> 
     Ok(())
 }
 
+/// The type of ref `r` among the `types` defined before a node at `path`.
+fn type_of<'t>(types: &'t [ValueType], r: Ref, path: &str) -> Result<&'t ValueType, IrError> {
+    types.get(r).ok_or_else(|| err(path, format!("ref {r} is not defined before this node ({} defined)", types.len())))
+}
+
 /// The output type of operator node `op(args)`, given the types of the refs before it (the
 /// operands are read in place, not copied).
 fn op_node_type(op: &Op, args: &[Ref], types: &[ValueType], path: &str) -> Result<ValueType, IrError> {
     arity(args, op.kind().arity(), path)?;
-    let mut a: Vec<&ValueType> = Vec::with_capacity(args.len());
-    for r in args {
-        let t = types
-            .get(*r)
-            .ok_or_else(|| err(path, format!("ref {r} is not defined before this node ({} defined)", types.len())))?;
-        a.push(t);
-    }
+    let a = args.iter().map(|r| type_of(types, *r, path)).collect::<Result<Vec<_>, _>>()?;
     op_type(op, &a, path)
 }
 
@@ -276,12 +275,7 @@ pub fn node_types(
     modules: &[LoweredModule],
     path: &str,
 ) -> Result<Vec<ValueType>, IrError> {
-    let get = |r: Ref| {
-        types
-            .get(r)
-            .cloned()
-            .ok_or_else(|| err(path, format!("ref {r} is not defined before this node ({} defined)", types.len())))
-    };
+    let get = |r: Ref| type_of(types, r, path).cloned();
     let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>();
     match node {
         Node::Op { op, args } => Ok(vec![op_node_type(op, args, types, path)?]),

@@ -94,20 +94,27 @@ fn first_difference(a: &CampaignId, b: &CampaignId) -> Option<String> {
     members.iter().find(|(_, same, ..)| !same).map(|(name, _, x, y)| show(name, *x, *y))
 }
 
-/// Whether `r` may join reports of `first`'s campaign that already cover `seen` (shard ->
-/// the report holding it): the same campaign, and only shards not merged yet.
-fn admissible(
-    first: &CampaignId,
-    seen: &std::collections::BTreeMap<u64, usize>,
-    report: usize,
-    r: &CampaignResult,
-) -> Result<(), MergeError> {
-    if let Some(differs) = first_difference(first, &r.campaign) {
-        return Err(MergeError::OtherCampaign { report, differs });
-    }
-    match r.shards_run.iter().find_map(|s| seen.get(s).map(|f| (*s, *f))) {
-        Some((shard, first)) => Err(MergeError::DuplicateShard { report, shard, first }),
-        None => Ok(()),
+/// The reports admitted to one merge so far: the campaign of the first, and which report
+/// (by its position among those given) holds each shard.
+#[derive(Default)]
+struct Admitted {
+    campaign: Option<CampaignId>,
+    shards: std::collections::BTreeMap<u64, usize>,
+}
+
+impl Admitted {
+    /// Admits report `report`, `r`, when it is of the same campaign as the first admitted
+    /// and holds no shard already admitted; refuses it (admitting nothing) otherwise.
+    fn admit(&mut self, report: usize, r: &CampaignResult) -> Result<(), MergeError> {
+        if let Some(differs) = self.campaign.as_ref().and_then(|first| first_difference(first, &r.campaign)) {
+            return Err(MergeError::OtherCampaign { report, differs });
+        }
+        if let Some((shard, first)) = r.shards_run.iter().find_map(|s| self.shards.get(s).map(|f| (*s, *f))) {
+            return Err(MergeError::DuplicateShard { report, shard, first });
+        }
+        self.campaign.get_or_insert_with(|| r.campaign.clone());
+        self.shards.extend(r.shards_run.iter().map(|s| (*s, report)));
+        Ok(())
     }
 }
 
@@ -117,12 +124,11 @@ fn admissible(
 /// longest and the throughput the sum. A report of another campaign (seed, cases, shard count,
 /// configuration, …) or of a shard already merged is refused.
 pub fn merge(reports: &[CampaignResult]) -> Result<CampaignResult, MergeError> {
-    let (head, rest) = reports.split_first().ok_or(MergeError::Empty)?;
-    let mut seen: std::collections::BTreeMap<u64, usize> = head.shards_run.iter().map(|s| (*s, 0)).collect();
-    for (i, r) in rest.iter().enumerate() {
-        admissible(&head.campaign, &seen, i + 1, r)?;
-        seen.extend(r.shards_run.iter().map(|s| (*s, i + 1)));
+    let mut admitted = Admitted::default();
+    for (i, r) in reports.iter().enumerate() {
+        admitted.admit(i, r)?;
     }
+    let (head, rest) = reports.split_first().ok_or(MergeError::Empty)?;
     Ok(merge_admitted(head, rest))
 }
 
@@ -151,23 +157,16 @@ impl MergeOutcome {
 pub fn merge_files(paths: &[PathBuf]) -> MergeOutcome {
     let mut refused = Vec::new();
     let mut kept: Vec<CampaignResult> = Vec::new();
-    let mut seen = std::collections::BTreeMap::new();
+    let mut admitted = Admitted::default();
     for (i, path) in paths.iter().enumerate() {
-        let r = match read_report(path) {
-            Ok(r) => r,
-            Err(e) => {
-                refused.push(e);
-                continue;
-            }
-        };
-        if let Some(first) = kept.first()
-            && let Err(e) = admissible(&first.campaign, &seen, i, &r)
-        {
-            refused.push(MergeError::In { path: path.clone(), source: Box::new(e) });
-            continue;
+        let admission = read_report(path).and_then(|r| {
+            admitted.admit(i, &r).map_err(|e| MergeError::In { path: path.clone(), source: Box::new(e) })?;
+            Ok(r)
+        });
+        match admission {
+            Ok(r) => kept.push(r),
+            Err(e) => refused.push(e),
         }
-        seen.extend(r.shards_run.iter().map(|s| (*s, i)));
-        kept.push(r);
     }
     if paths.is_empty() {
         refused.push(MergeError::Empty);
