@@ -743,8 +743,10 @@ fn merge_reports(a: MergeArgs) -> CmdResult {
     for e in &outcome.refused {
         eprintln!("ptecheck: left out: {e}");
     }
-    let missing = outcome.missing_shards();
-    if !missing.is_empty() {
+    let (missing, count) = (outcome.missing_shards(), outcome.missing_shard_count());
+    if count as usize > missing.len() {
+        eprintln!("ptecheck: no report covers {count} shards of the campaign, the first {missing:?}");
+    } else if !missing.is_empty() {
         eprintln!("ptecheck: no report covers shards {missing:?} of the campaign");
     }
     let Some(m) = &outcome.merged else { return Ok(Exit::Rejected) };

@@ -266,3 +266,29 @@ fn progress_counts_this_shards_cases() {
         assert!(seen.iter().enumerate().all(|(i, p)| p.done == i as u64 + 1 && p.total == want && p.failures == 0));
     }
 }
+
+#[test]
+fn a_report_naming_a_shard_out_of_range_or_a_huge_shard_count_is_handled_in_bounds() {
+    let dir = std::env::temp_dir().join(format!("ptecheck-merge-bounds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let r = run(&CampaignOptions { cases: 4, seed: 2, jobs: 1, ..CampaignOptions::default() });
+    // A shard the campaign does not have: refused with a typed error.
+    let mut out_of_range = r.clone();
+    out_of_range.shards_run = vec![5];
+    match merge(&[out_of_range]) {
+        Err(MergeError::ShardOutOfRange { report: 0, shard: 5, shards: 1 }) => {}
+        other => panic!("{other:?}"),
+    }
+    // A campaign of 2^60 shards (a hand-edited report): the missing ones are counted, and only
+    // the first few listed.
+    let mut huge = r;
+    huge.campaign.shards = 1 << 60;
+    let path = dir.join("huge.json");
+    std::fs::write(&path, serde_json::to_string(&huge).expect("serialises")).expect("writes");
+    let outcome = merge_files(&[path]);
+    assert!(outcome.refused.is_empty(), "{:?}", outcome.refused);
+    assert_eq!(outcome.missing_shard_count(), (1 << 60) - 1);
+    assert_eq!(outcome.missing_shards(), (1..=64).collect::<Vec<u64>>());
+    let _ = std::fs::remove_dir_all(&dir);
+}

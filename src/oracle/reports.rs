@@ -52,6 +52,16 @@ pub enum MergeError {
         /// The earlier report holding it.
         first: usize,
     },
+    /// A report covering a shard its campaign does not have.
+    #[error("report {report}: shard {shard} is out of range (the campaign has {shards} shards)")]
+    ShardOutOfRange {
+        /// Its position among the reports given (from 0).
+        report: usize,
+        /// The shard named.
+        shard: u64,
+        /// The campaign's shard count.
+        shards: u64,
+    },
     /// A report refused by the merge, named by its file.
     #[error("{path}: {source}")]
     In {
@@ -109,6 +119,9 @@ impl Admitted {
         if let Some(differs) = self.campaign.as_ref().and_then(|first| first_difference(first, &r.campaign)) {
             return Err(MergeError::OtherCampaign { report, differs });
         }
+        if let Some(&shard) = r.shards_run.iter().find(|s| **s >= r.campaign.shards) {
+            return Err(MergeError::ShardOutOfRange { report, shard, shards: r.campaign.shards });
+        }
         if let Some((shard, first)) = r.shards_run.iter().find_map(|s| self.shards.get(s).map(|f| (*s, *f))) {
             return Err(MergeError::DuplicateShard { report, shard, first });
         }
@@ -141,14 +154,25 @@ pub struct MergeOutcome {
     pub refused: Vec<MergeError>,
 }
 
+/// Missing shards [`MergeOutcome::missing_shards`] lists at most (a report's shard count is
+/// input: a campaign of 2^60 shards must not be listed one by one).
+pub const MAX_LISTED_MISSING: usize = 64;
+
 impl MergeOutcome {
-    /// Shards of the merged campaign no merged report covers (a single `--case` run has none).
+    /// The first [`MAX_LISTED_MISSING`] shards of the merged campaign no merged report covers
+    /// (a single `--case` run has none); [`MergeOutcome::missing_shard_count`] counts them all.
     pub fn missing_shards(&self) -> Vec<u64> {
-        let Some(m) = &self.merged else { return Vec::new() };
-        if m.campaign.only_case.is_some() {
-            return Vec::new();
-        }
-        (0..m.campaign.shards).filter(|s| !m.shards_run.contains(s)).collect()
+        let Some(m) = self.merged.as_ref().filter(|m| m.campaign.only_case.is_none()) else { return Vec::new() };
+        // Covered shards are at most as many as the reports, so this stops within that many
+        // steps past the listed ones.
+        (0..m.campaign.shards).filter(|s| !m.shards_run.contains(s)).take(MAX_LISTED_MISSING).collect()
+    }
+
+    /// How many shards of the merged campaign no merged report covers.
+    pub fn missing_shard_count(&self) -> u64 {
+        let Some(m) = self.merged.as_ref().filter(|m| m.campaign.only_case.is_none()) else { return 0 };
+        // Admitted shards are distinct and below the shard count.
+        m.campaign.shards.saturating_sub(m.shards_run.len() as u64)
     }
 }
 
