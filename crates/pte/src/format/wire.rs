@@ -1,5 +1,5 @@
-//! One pass over untrusted FlatBuffers bytes: verifies them by the `flatbuffers` crate's
-//! verifier rules and decodes them into the owned [`Program`] at the same time.
+//! The loader's reader of untrusted FlatBuffers bytes: verifies them by the `flatbuffers`
+//! crate's verifier rules and decodes them into the owned [`Program`] in one pass.
 //!
 //! Owns the loader's hot path. The rules are the crate verifier's, kept exactly so that both
 //! accept and reject the same buffers ([`super::oracle::decoders_agree`] holds the two against
@@ -19,8 +19,11 @@
 //! proportional to the input (a shared-table bomb is refused, not expanded), and a union tag the
 //! schema does not declare is refused with its field path. When a buffer breaks both a verifier
 //! rule and a decoding rule, the verifier rule is reported wherever each lies, as a
-//! verify-then-decode pipeline would: the first decoding error triggers a second, verify-only
-//! pass. Errors carry the field path, built only when something is wrong.
+//! verify-then-decode pipeline would.
+//!
+//! One schema walk serves every pass: decoding or verifying only (`BUILD`), and recording a
+//! refusal's place and field path or nothing ([`Failure`]). The loader runs the pass that
+//! records nothing; only a refused buffer is read again to say what is wrong and where.
 //! May not touch: anything outside the FlatBuffers data (preamble, header, segments).
 
 use super::FormatError;
@@ -39,14 +42,22 @@ pub(crate) struct Decoded {
 }
 
 /// Verifies and decodes `buf` (the FlatBuffers data of a file of `input_len` bytes).
+///
+/// The fast pass records nothing on the way; only what it refuses is read again, recording the
+/// place and field path of the fault. When a buffer breaks both a verifier rule and a decoding
+/// rule, the verifier rule is reported wherever each lies, as a verify-then-decode pipeline
+/// would: the first decoding error triggers a verify-only pass.
 pub(crate) fn decode(
     buf: &[u8],
     opts: &flatbuffers::VerifierOptions,
     input_len: usize,
 ) -> Result<Decoded, FormatError> {
-    match Reader::new(buf, opts, input_len, true).root() {
+    if let Ok(decoded) = Reader::<true, Refused>::new(buf, opts, input_len).root() {
+        return Ok(decoded);
+    }
+    match Reader::<true, Box<Fail>>::new(buf, opts, input_len).root() {
         Ok(decoded) => Ok(decoded),
-        Err(first) if first.kind.is_decoding() => match Reader::new(buf, opts, input_len, false).root() {
+        Err(first) if first.kind.is_decoding() => match Reader::<false, Box<Fail>>::new(buf, opts, input_len).root() {
             Err(verifier) => Err(verifier.into_error(buf.len())),
             Ok(_) => Err(first.into_error(buf.len())),
         },
@@ -54,10 +65,13 @@ pub(crate) fn decode(
     }
 }
 
-/// The verifier's rules alone on `buf`, building nothing (the pass [`decode`] falls back to):
-/// what a reader that decodes on demand would do up front.
+/// The verifier's rules alone on `buf`, building nothing (what a reader that decodes on demand
+/// does up front), with the place and field path of the fault when refused.
 pub(crate) fn verify(buf: &[u8], opts: &flatbuffers::VerifierOptions, input_len: usize) -> Result<(), FormatError> {
-    Reader::new(buf, opts, input_len, false).root().map(drop).map_err(|e| e.into_error(buf.len()))
+    if Reader::<false, Refused>::new(buf, opts, input_len).root().is_ok() {
+        return Ok(());
+    }
+    Reader::<false, Box<Fail>>::new(buf, opts, input_len).root().map(drop).map_err(|e| e.into_error(buf.len()))
 }
 
 /// What is wrong, at the byte position of the failure.
@@ -145,7 +159,43 @@ impl Fail {
     }
 }
 
-type R<T> = Result<T, Box<Fail>>;
+/// How a pass records a refusal: [`Fail`], with its place and field path, or [`Refused`], with
+/// nothing (the fast pass; what it refuses is read again with [`Fail`] to say why).
+trait Failure: Sized {
+    /// A refusal of `kind` at byte `pos` of a file of `input_len` bytes.
+    fn new(kind: Kind, pos: usize, input_len: usize) -> Self;
+    /// Adds a step to the path on the way out.
+    fn step(self, step: Step) -> Self;
+}
+
+impl Failure for Box<Fail> {
+    #[cold]
+    fn new(kind: Kind, pos: usize, input_len: usize) -> Self {
+        Box::new(Fail { kind, pos, path: Vec::new(), input_len })
+    }
+    #[inline]
+    fn step(mut self, step: Step) -> Self {
+        self.path.push(step);
+        self
+    }
+}
+
+/// A refusal that records nothing.
+#[derive(Debug)]
+struct Refused;
+
+impl Failure for Refused {
+    #[inline(always)]
+    fn new(_: Kind, _: usize, _: usize) -> Self {
+        Refused
+    }
+    #[inline(always)]
+    fn step(self, _: Step) -> Self {
+        self
+    }
+}
+
+type R<T, E> = Result<T, E>;
 
 /// Adds a step to the path of a failure on its way out.
 trait Trace {
@@ -153,20 +203,14 @@ trait Trace {
     fn index(self, i: usize) -> Self;
 }
 
-impl<T> Trace for R<T> {
-    #[inline]
+impl<T, E: Failure> Trace for R<T, E> {
+    #[inline(always)]
     fn field(self, name: &'static str) -> Self {
-        self.map_err(|mut e| {
-            e.path.push(Step::Field(name));
-            e
-        })
+        self.map_err(|e| e.step(Step::Field(name)))
     }
-    #[inline]
+    #[inline(always)]
     fn index(self, i: usize) -> Self {
-        self.map_err(|mut e| {
-            e.path.push(Step::Index(i));
-            e
-        })
+        self.map_err(|e| e.step(Step::Index(i)))
     }
 }
 
@@ -206,13 +250,18 @@ impl Scalar for bool {
 }
 
 /// A verified table: its position, its vtable's position and length.
-struct Table {
+struct Table<'b> {
     pos: usize,
-    vtable: usize,
-    vtable_len: usize,
+    /// The vtable's position.
+    vtable_at: usize,
+    /// The vtable's bytes.
+    vtable: &'b [u8],
 }
 
-struct Reader<'b> {
+/// `BUILD`: decode into the owned model (else verify only: nothing is allocated or charged, the
+/// decoding rules are off).
+struct Reader<'b, const BUILD: bool, E> {
+    refusal: std::marker::PhantomData<E>,
     buf: &'b [u8],
     max_depth: usize,
     max_tables: usize,
@@ -220,8 +269,6 @@ struct Reader<'b> {
     depth: usize,
     tables: usize,
     apparent: usize,
-    /// False in the verify-only pass: nothing is allocated or charged, decoding rules are off.
-    build: bool,
     /// Whether a string must be followed by a NUL byte (the options' negation).
     terminated_strings: bool,
     used: usize,
@@ -229,9 +276,10 @@ struct Reader<'b> {
     input_len: usize,
 }
 
-impl<'b> Reader<'b> {
-    fn new(buf: &'b [u8], opts: &flatbuffers::VerifierOptions, input_len: usize, build: bool) -> Self {
+impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
+    fn new(buf: &'b [u8], opts: &flatbuffers::VerifierOptions, input_len: usize) -> Self {
         Reader {
+            refusal: std::marker::PhantomData,
             buf,
             max_depth: opts.max_depth,
             max_tables: opts.max_tables,
@@ -239,7 +287,6 @@ impl<'b> Reader<'b> {
             depth: 0,
             tables: 0,
             apparent: 0,
-            build,
             terminated_strings: !opts.ignore_missing_null_terminator,
             used: 0,
             // Owned values are larger than their wire form (an EValue is ~100 bytes, its wire
@@ -249,18 +296,24 @@ impl<'b> Reader<'b> {
         }
     }
 
-    fn fail<T>(&self, kind: Kind, pos: usize) -> R<T> {
-        Err(Box::new(Fail { kind, pos, path: Vec::new(), input_len: self.input_len }))
+    fn fail<T>(&self, kind: Kind, pos: usize) -> R<T, E> {
+        Err(E::new(kind, pos, self.input_len))
     }
 
     // ---- verifier primitives (each mirrors one of the crate's checks and its accounting) ----
 
     #[inline(always)]
-    fn range(&mut self, pos: usize, size: usize) -> R<()> {
+    fn range(&mut self, pos: usize, size: usize) -> R<(), E> {
         let end = pos.saturating_add(size);
         if end > self.buf.len() {
             return self.fail(Kind::OutOfBounds { end }, pos);
         }
+        self.count(pos, size)
+    }
+
+    /// Adds `size` bytes read at `pos` to the apparent size, within its limit.
+    #[inline(always)]
+    fn count(&mut self, pos: usize, size: usize) -> R<(), E> {
         self.apparent = self.apparent.saturating_add(size);
         if self.apparent > self.max_apparent {
             return self.fail(Kind::TooLarge, pos);
@@ -269,23 +322,25 @@ impl<'b> Reader<'b> {
     }
 
     #[inline(always)]
-    fn aligned(&self, pos: usize, align: usize, ty: &'static str) -> R<()> {
+    fn aligned(&self, pos: usize, align: usize, ty: &'static str) -> R<(), E> {
         if pos.is_multiple_of(align) { Ok(()) } else { self.fail(Kind::Unaligned { ty }, pos) }
     }
 
     #[inline(always)]
-    fn read<S: Scalar>(&mut self, pos: usize) -> R<S> {
+    fn read<S: Scalar>(&mut self, pos: usize) -> R<S, E> {
         self.aligned(pos, S::ALIGN, S::NAME)?;
-        self.range(pos, S::SIZE)?;
         match self.buf.get(pos..).and_then(S::from) {
-            Some(v) => Ok(v),
+            Some(v) => {
+                self.count(pos, S::SIZE)?;
+                Ok(v)
+            }
             None => self.fail(Kind::OutOfBounds { end: pos.saturating_add(S::SIZE) }, pos),
         }
     }
 
     /// Follows the unsigned offset stored at `pos`.
     #[inline(always)]
-    fn offset(&mut self, pos: usize) -> R<usize> {
+    fn offset(&mut self, pos: usize) -> R<usize, E> {
         let off: u32 = self.read(pos)?;
         Ok((off as usize).saturating_add(pos))
     }
@@ -293,7 +348,7 @@ impl<'b> Reader<'b> {
     /// The element range of the vector at `pos`, of elements `size` bytes long aligned to
     /// `align`: `(start, len)`.
     #[inline(always)]
-    fn vector(&mut self, pos: usize, size: usize, align: usize, ty: &'static str) -> R<(usize, usize)> {
+    fn vector(&mut self, pos: usize, size: usize, align: usize, ty: &'static str) -> R<(usize, usize), E> {
         let len = self.read::<u32>(pos)? as usize;
         let start = pos.saturating_add(4);
         self.aligned(start, align, ty)?;
@@ -302,7 +357,7 @@ impl<'b> Reader<'b> {
     }
 
     #[inline(always)]
-    fn table(&mut self, pos: usize) -> R<Table> {
+    fn table(&mut self, pos: usize) -> R<Table<'b>, E> {
         let soffset: i32 = self.read(pos)?;
         let magnitude = soffset.unsigned_abs() as usize;
         let vtable = if soffset > 0 { pos.checked_sub(magnitude) } else { pos.checked_add(magnitude) };
@@ -321,7 +376,11 @@ impl<'b> Reader<'b> {
         if self.depth > self.max_depth {
             return self.fail(Kind::TooDeep, pos);
         }
-        Ok(Table { pos, vtable, vtable_len })
+        let buf = self.buf;
+        match buf.get(vtable..vtable + vtable_len) {
+            Some(bytes) => Ok(Table { pos, vtable_at: vtable, vtable: bytes }),
+            None => self.fail(Kind::OutOfBounds { end: vtable.saturating_add(vtable_len) }, vtable),
+        }
     }
 
     #[inline(always)]
@@ -331,20 +390,19 @@ impl<'b> Reader<'b> {
 
     /// Position of the field in vtable slot `slot`, if present.
     #[inline(always)]
-    fn slot(&mut self, t: &Table, slot: usize) -> R<Option<usize>> {
-        if slot < t.vtable_len {
-            let off: u16 = self.read(t.vtable.saturating_add(slot))?;
-            if off > 0 {
-                return Ok(Some(t.pos.saturating_add(off as usize)));
-            }
-        }
-        Ok(None)
+    fn slot(&mut self, t: &Table<'_>, slot: usize) -> R<Option<usize>, E> {
+        // The vtable was verified whole ([vtable, vtable + len) inside the buffer, its start
+        // aligned to 2, its length even) and every slot is even, so a slot below the length
+        // lies inside it, aligned: only the apparent size is counted, as the crate counts it.
+        let Some(off) = t.vtable.get(slot..).and_then(<u16 as Scalar>::from) else { return Ok(None) };
+        self.count(t.vtable_at.saturating_add(slot), 2)?;
+        Ok(if off > 0 { Some(t.pos.saturating_add(off as usize)) } else { None })
     }
 
     // ---- decoding helpers: verify a field and produce its owned value ----
 
-    fn charge(&mut self, bytes: usize) -> R<()> {
-        if !self.build {
+    fn charge(&mut self, bytes: usize) -> R<(), E> {
+        if !BUILD {
             return Ok(());
         }
         self.used = self.used.saturating_add(bytes);
@@ -355,7 +413,7 @@ impl<'b> Reader<'b> {
     }
 
     #[inline(always)]
-    fn scalar<S: Scalar>(&mut self, t: &Table, slot: usize, default: S, name: &'static str) -> R<S> {
+    fn scalar<S: Scalar>(&mut self, t: &Table<'_>, slot: usize, default: S, name: &'static str) -> R<S, E> {
         match self.slot(t, slot)? {
             Some(p) => self.read(p).field(name),
             None => Ok(default),
@@ -363,14 +421,17 @@ impl<'b> Reader<'b> {
     }
 
     /// Verifies the string whose offset is at `pos` and returns it (unowned).
-    fn str_at(&mut self, pos: usize) -> R<&'b str> {
+    fn str_at(&mut self, pos: usize) -> R<&'b str, E> {
         let at = self.offset(pos)?;
         let (start, len) = self.vector(at, 1, 1, "u8")?;
         let end = start + len;
         let buf = self.buf;
         let Some(bytes) = buf.get(start..end) else { return self.fail(Kind::OutOfBounds { end }, start) };
         let terminated = buf.get(end) == Some(&0);
-        let Ok(s) = std::str::from_utf8(bytes) else { return self.fail(Kind::Utf8 { end }, start) };
+        // Verifying only, the text is not needed: ASCII (the common case) is checked a word at
+        // a time.
+        let s = if !BUILD && bytes.is_ascii() { Ok("") } else { std::str::from_utf8(bytes) };
+        let Ok(s) = s else { return self.fail(Kind::Utf8 { end }, start) };
         if self.terminated_strings && !terminated {
             return self.fail(Kind::NoTerminator { end }, start);
         }
@@ -378,29 +439,29 @@ impl<'b> Reader<'b> {
     }
 
     /// An owned copy of a verified string, charged against the budget.
-    fn own(&mut self, s: &str) -> R<String> {
+    fn own(&mut self, s: &str) -> R<String, E> {
         self.charge(s.len() + 24)?;
-        Ok(if self.build { s.to_owned() } else { String::new() })
+        Ok(if BUILD { s.to_owned() } else { String::new() })
     }
 
-    fn string(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<String>> {
+    fn string(&mut self, t: &Table<'_>, slot: usize, name: &'static str) -> R<Option<String>, E> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let s = self.str_at(p).field(name)?;
         self.own(s).field(name).map(Some)
     }
 
     /// The byte range of the `[ubyte]` vector in `slot`, verified (not yet charged).
-    fn byte_range(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Range<usize>>> {
+    fn byte_range(&mut self, t: &Table<'_>, slot: usize, name: &'static str) -> R<Option<Range<usize>>, E> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let at = self.offset(p).field(name)?;
         let (start, len) = self.vector(at, 1, 1, "u8").field(name)?;
         Ok(Some(start..start + len))
     }
 
-    fn own_bytes(&mut self, range: Option<Range<usize>>, name: &'static str) -> R<Option<Bytes>> {
+    fn own_bytes(&mut self, range: Option<Range<usize>>, name: &'static str) -> R<Option<Bytes>, E> {
         let Some(range) = range else { return Ok(None) };
         self.charge(range.len() + 24).field(name)?;
-        if !self.build {
+        if !BUILD {
             return Ok(Some(Bytes::default()));
         }
         match self.buf.get(range.clone()) {
@@ -409,24 +470,27 @@ impl<'b> Reader<'b> {
         }
     }
 
-    fn bytes(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Bytes>> {
+    fn bytes(&mut self, t: &Table<'_>, slot: usize, name: &'static str) -> R<Option<Bytes>, E> {
         let range = self.byte_range(t, slot, name)?;
         self.own_bytes(range, name)
     }
 
-    fn scalars<S: Scalar>(&mut self, t: &Table, slot: usize, name: &'static str) -> R<Option<Vec<S>>> {
+    fn scalars<S: Scalar>(&mut self, t: &Table<'_>, slot: usize, name: &'static str) -> R<Option<Vec<S>>, E> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let at = self.offset(p).field(name)?;
         let (start, len) = self.vector(at, S::SIZE, S::ALIGN, S::NAME).field(name)?;
         self.charge(len * std::mem::size_of::<S>() + 24).field(name)?;
-        if !self.build {
+        if !BUILD {
             return Ok(Some(Vec::new()));
         }
         let bytes = match self.buf.get(start..start + len * S::SIZE) {
             Some(b) => b,
             None => return self.fail(Kind::OutOfBounds { end: start + len * S::SIZE }, start).field(name),
         };
-        Ok(Some(bytes.chunks_exact(S::SIZE).filter_map(S::from).collect()))
+        // Charged above: the exact length is reserved, not grown into.
+        let mut out = Vec::with_capacity(len);
+        out.extend(bytes.chunks_exact(S::SIZE).filter_map(S::from));
+        Ok(Some(out))
     }
 
     /// Verifies the vector of tables in `slot` and decodes each element with `each`, charging
@@ -434,13 +498,13 @@ impl<'b> Reader<'b> {
     /// before each one.
     fn tables<T>(
         &mut self,
-        t: &Table,
+        t: &Table<'_>,
         slot: usize,
         name: &'static str,
         up_front: (usize, usize),
         per_element: usize,
-        mut each: impl FnMut(&mut Self, Table) -> R<T>,
-    ) -> R<Option<Vec<T>>> {
+        mut each: impl FnMut(&mut Self, Table<'b>) -> R<T, E>,
+    ) -> R<Option<Vec<T>>, E> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         let at = self.offset(p).field(name)?;
         let (start, len) = self.vector(at, 4, u32::ALIGN, "offset").field(name)?;
@@ -452,7 +516,7 @@ impl<'b> Reader<'b> {
         let mut out = Vec::new();
         for i in 0..len {
             let element = self.element(start + 4 * i, per_element, &mut each).index(i).field(name)?;
-            if self.build {
+            if BUILD {
                 out.push(element);
             }
         }
@@ -460,7 +524,7 @@ impl<'b> Reader<'b> {
     }
 
     /// Follows the table offset at `pos`, charges `charge` bytes, decodes the table with `f`.
-    fn element<T>(&mut self, pos: usize, charge: usize, f: impl FnOnce(&mut Self, Table) -> R<T>) -> R<T> {
+    fn element<T>(&mut self, pos: usize, charge: usize, f: impl FnOnce(&mut Self, Table<'b>) -> R<T, E>) -> R<T, E> {
         let at = self.offset(pos)?;
         let table = self.table(at)?;
         if charge > 0 {
@@ -474,18 +538,18 @@ impl<'b> Reader<'b> {
     /// Verifies the table in `slot` and decodes it with `f`.
     fn child<T>(
         &mut self,
-        t: &Table,
+        t: &Table<'_>,
         slot: usize,
         name: &'static str,
-        f: impl FnOnce(&mut Self, Table) -> R<T>,
-    ) -> R<Option<T>> {
+        f: impl FnOnce(&mut Self, Table<'b>) -> R<T, E>,
+    ) -> R<Option<T>, E> {
         let Some(p) = self.slot(t, slot)? else { return Ok(None) };
         self.element(p, 0, f).field(name).map(Some)
     }
 
     /// A union: its tag in `slot`, its value in `slot + 2`. Returns the tag and the value's
     /// table (`None` for a tag the schema does not declare, whose value is not followed).
-    fn union(&mut self, t: &Table, slot: usize, union: &'static str, known: u8) -> R<(u8, Option<Table>)> {
+    fn union(&mut self, t: &Table<'_>, slot: usize, union: &'static str, known: u8) -> R<(u8, Option<Table<'b>>), E> {
         let value = self.slot(t, slot + 2)?;
         let key = self.slot(t, slot)?;
         match (key, value) {
@@ -504,13 +568,13 @@ impl<'b> Reader<'b> {
     }
 
     /// A union tag the schema does not declare: refused while decoding, skipped when verifying.
-    fn unknown_tag(&self, union: &'static str, tag: u8, tag_field: &'static str) -> R<()> {
-        if self.build { self.fail(Kind::UnknownTag { union, tag }, 0).field(tag_field) } else { Ok(()) }
+    fn unknown_tag(&self, union: &'static str, tag: u8, tag_field: &'static str) -> R<(), E> {
+        if BUILD { self.fail(Kind::UnknownTag { union, tag }, 0).field(tag_field) } else { Ok(()) }
     }
 
     // ---- the schema, table by table, fields in slot order ----
 
-    fn root(&mut self) -> R<Decoded> {
+    fn root(&mut self) -> R<Decoded, E> {
         let pos = self.offset(0)?;
         let t = self.table(pos)?;
         let mut constant_storage = Vec::new();
@@ -556,21 +620,21 @@ impl<'b> Reader<'b> {
         Ok(Decoded { program, constant_storage, inline_data })
     }
 
-    fn segments(&mut self, t: &Table) -> R<Option<Vec<DataSegment>>> {
+    fn segments(&mut self, t: &Table<'_>) -> R<Option<Vec<DataSegment>>, E> {
         // Charged as one block before the elements, as 16 bytes per segment.
         self.tables(t, 12, "segments", (16, 24), 0, |r, s| {
             Ok(DataSegment { offset: r.scalar(&s, 4, 0, "offset")?, size: r.scalar(&s, 6, 0, "size")? })
         })
     }
 
-    fn subsegment(&mut self, t: Table) -> R<SubsegmentOffsets> {
+    fn subsegment(&mut self, t: Table<'b>) -> R<SubsegmentOffsets, E> {
         Ok(SubsegmentOffsets {
             segment_index: self.scalar(&t, 4, 0, "segment_index")?,
             offsets: self.scalars(&t, 6, "offsets")?,
         })
     }
 
-    fn plan(&mut self, t: Table) -> R<ExecutionPlan> {
+    fn plan(&mut self, t: Table<'b>) -> R<ExecutionPlan, E> {
         let name = self.string(&t, 4, "name")?;
         let container_meta_type = self.child(&t, 6, "container_meta_type", |r, c| {
             Ok(ContainerMetadata {
@@ -603,7 +667,7 @@ impl<'b> Reader<'b> {
         })
     }
 
-    fn buffer_devices(&mut self, t: &Table) -> R<Option<Vec<NonConstBufferDevice>>> {
+    fn buffer_devices(&mut self, t: &Table<'_>) -> R<Option<Vec<NonConstBufferDevice>>, E> {
         self.tables(t, 22, "non_const_buffer_device", (16, 24), 0, |r, d| {
             Ok(NonConstBufferDevice {
                 buffer_idx: r.scalar(&d, 4, 0, "buffer_idx")?,
@@ -613,7 +677,7 @@ impl<'b> Reader<'b> {
         })
     }
 
-    fn delegate(&mut self, t: Table) -> R<BackendDelegate> {
+    fn delegate(&mut self, t: Table<'b>) -> R<BackendDelegate, E> {
         // The id is verified first (slot order) and charged after the compile specs.
         let id = match self.slot(&t, 4)? {
             None => None,
@@ -636,7 +700,7 @@ impl<'b> Reader<'b> {
         Ok(BackendDelegate { id, processed, compile_specs })
     }
 
-    fn chain(&mut self, t: Table) -> R<Chain> {
+    fn chain(&mut self, t: Table<'b>) -> R<Chain, E> {
         let inputs = self.scalars(&t, 4, "inputs")?;
         let outputs = self.scalars(&t, 6, "outputs")?;
         let instructions =
@@ -655,7 +719,7 @@ impl<'b> Reader<'b> {
         Ok(Chain { inputs, outputs, instructions, stacktrace })
     }
 
-    fn instruction(&mut self, t: Table) -> R<Instruction> {
+    fn instruction(&mut self, t: Table<'b>) -> R<Instruction, E> {
         const UNION: &str = "InstructionArguments";
         let (tag, value) = self.union(&t, 4, UNION, 5).field("instr_args")?;
         let Some(v) = value else {
@@ -667,7 +731,7 @@ impl<'b> Reader<'b> {
         Ok(ins)
     }
 
-    fn instruction_args(&mut self, tag: u8, v: &Table) -> R<Instruction> {
+    fn instruction_args(&mut self, tag: u8, v: &Table<'_>) -> R<Instruction, E> {
         Ok(match tag {
             1 => Instruction::KernelCall(KernelCall {
                 op_index: self.scalar(v, 4, 0, "op_index")?,
@@ -689,7 +753,7 @@ impl<'b> Reader<'b> {
         })
     }
 
-    fn evalue(&mut self, t: Table) -> R<EValue> {
+    fn evalue(&mut self, t: Table<'b>) -> R<EValue, E> {
         const UNION: &str = "KernelTypes";
         let (tag, value) = self.union(&t, 4, UNION, 11).field("val")?;
         let Some(v) = value else {
@@ -701,7 +765,7 @@ impl<'b> Reader<'b> {
         Ok(value)
     }
 
-    fn evalue_value(&mut self, tag: u8, v: &Table) -> R<EValue> {
+    fn evalue_value(&mut self, tag: u8, v: &Table<'_>) -> R<EValue, E> {
         Ok(match tag {
             1 => EValue::Null,
             2 => EValue::Int(self.scalar(v, 4, 0, "int_val")?),
@@ -717,7 +781,7 @@ impl<'b> Reader<'b> {
         })
     }
 
-    fn tensor(&mut self, t: &Table) -> R<Tensor> {
+    fn tensor(&mut self, t: &Table<'_>) -> R<Tensor, E> {
         let scalar_type = ScalarType(self.scalar(t, 4, 0i8, "scalar_type")?);
         let storage_offset = self.scalar(t, 6, 0, "storage_offset")?;
         let sizes = self.scalars(t, 8, "sizes")?;
@@ -758,12 +822,8 @@ impl<'b> Reader<'b> {
 }
 
 /// Adds `field<variant>` to the path of a failure inside a union's value.
-fn in_variant<T>(r: R<T>, variant: &'static str, field: &'static str) -> R<T> {
-    r.map_err(|mut e| {
-        e.path.push(Step::Variant(variant));
-        e.path.push(Step::Field(field));
-        e
-    })
+fn in_variant<T, E: Failure>(r: R<T, E>, variant: &'static str, field: &'static str) -> R<T, E> {
+    r.map_err(|e| e.step(Step::Variant(variant)).step(Step::Field(field)))
 }
 
 /// `KernelTypes` member names by tag (0 = NONE).
