@@ -123,9 +123,8 @@ fn reports_of_another_campaign_or_a_shard_twice_are_not_merged() {
 
 #[test]
 fn unreadable_or_foreign_report_files_are_left_out_and_the_rest_merged() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-merge-files-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = tempfile::Builder::new().prefix("ptecheck-merge-files-").tempdir().expect("temporary directory");
+    let dir = dir.path();
     let opts = CampaignOptions { cases: 12, seed: 9, jobs: 1, ..CampaignOptions::default() };
     let write = |name: &str, r: &CampaignResult| {
         let path = dir.join(name);
@@ -148,7 +147,6 @@ fn unreadable_or_foreign_report_files_are_left_out_and_the_rest_merged() {
     assert!(refused[0].contains("cut.json"), "{refused:?}");
     assert!(refused[1].contains("foreign.json") && refused[1].contains("seed 1, not 9"), "{refused:?}");
     assert!(merge_files(&[]).merged.is_none());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -156,11 +154,10 @@ fn a_clean_campaign_saves_nothing_and_a_replay_command_keeps_its_mode() {
     let opts = CampaignOptions { cases: 8, jobs: 1, negative_end_to_end: true, ..CampaignOptions::default() };
     let r = run(&opts);
     assert_eq!(r.failures, 0);
-    let dir = std::env::temp_dir().join(format!("ptecheck-save-clean-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new().prefix("ptecheck-save-clean-").tempdir().expect("temporary directory");
+    let dir = tmp.path().join("failures");
     assert_eq!(save_failures(&opts, &r, &dir).expect("saves"), Vec::<std::path::PathBuf>::new());
     assert_eq!(std::fs::read_dir(&dir).expect("made").count(), 0, "a clean campaign leaves its folder empty");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(replay_command(&opts, 3).ends_with("--case 3 --negative-end-to-end"), "{}", replay_command(&opts, 3));
     assert_eq!(r.jobs, 1);
 }
@@ -176,8 +173,8 @@ fn a_failure_is_saved_as_a_folder_that_replays() {
     };
     let r = run(&opts);
     let f = r.failure.clone().expect("caught");
-    let dir = std::env::temp_dir().join(format!("ptecheck-save-failures-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new().prefix("ptecheck-save-failures-").tempdir().expect("temporary directory");
+    let dir = tmp.path().join("failures");
     let written = save_failures(&opts, &r, &dir).expect("written");
     assert_eq!(written, vec![dir.join(format!("case-{}-{:06}", f.seed, f.case))]);
     let folder = &written[0];
@@ -192,7 +189,6 @@ fn a_failure_is_saved_as_a_folder_that_replays() {
     let listed: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("failing-cases.json")).expect("reads")).expect("json");
     assert_eq!(listed[0]["case"], f.case);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -269,9 +265,8 @@ fn progress_counts_this_shards_cases() {
 
 #[test]
 fn a_report_naming_a_shard_out_of_range_or_a_huge_shard_count_is_handled_in_bounds() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-merge-bounds-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = tempfile::Builder::new().prefix("ptecheck-merge-bounds-").tempdir().expect("temporary directory");
+    let dir = dir.path();
     let r = run(&CampaignOptions { cases: 4, seed: 2, jobs: 1, ..CampaignOptions::default() });
     // A shard the campaign does not have: refused with a typed error.
     let mut out_of_range = r.clone();
@@ -290,5 +285,4 @@ fn a_report_naming_a_shard_out_of_range_or_a_huge_shard_count_is_handled_in_boun
     assert!(outcome.refused.is_empty(), "{:?}", outcome.refused);
     assert_eq!(outcome.missing_shard_count(), (1 << 60) - 1);
     assert_eq!(outcome.missing_shards(), (1..=64).collect::<Vec<u64>>());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,8 +9,8 @@ fn bin() -> Command {
 
 #[test]
 fn shard_reports_written_by_the_cli_merge_and_a_bad_report_is_named() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-merge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = tempfile::Builder::new().prefix("ptecheck-cli-merge-").tempdir().expect("temporary directory");
+    let dir = dir.path();
     let mut paths = Vec::new();
     for i in 0..2 {
         let out = bin()
@@ -44,13 +44,12 @@ fn shard_reports_written_by_the_cli_merge_and_a_bad_report_is_named() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("report-0.json: report 2: shard 0 is already in report 0"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_failing_campaign_saves_its_reproducer_and_exits_1() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-save-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new().prefix("ptecheck-cli-save-").tempdir().expect("temporary directory");
+    let dir = tmp.path().join("failures");
     let out = bin()
         .args(["campaign", "--cases", "256", "--fault", "drop_last_delegate_output", "--jobs", "2", "--save-failures"])
         .arg(&dir)
@@ -61,13 +60,13 @@ fn a_failing_campaign_saves_its_reproducer_and_exits_1() {
     let folder = stderr.lines().find_map(|l| l.strip_prefix("reproducer: ")).expect("a reproducer line");
     assert!(std::path::Path::new(folder).join("shared.pte").is_file());
     assert!(dir.join("failing-cases.json").is_file());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_differential_campaign_from_the_command_line() {
     let me = env!("CARGO_BIN_EXE_ptecheck");
-    let out_dir = std::env::temp_dir().join(format!("ptecheck-cli-diff-{}", std::process::id()));
+    let tmp = tempfile::Builder::new().prefix("ptecheck-cli-diff-").tempdir().expect("temporary directory");
+    let out_dir = tmp.path().join("out");
     let run = |runner: &str, extra: &[&str]| {
         bin().args(["campaign", "--runner", runner, "--out"]).arg(&out_dir).args(extra).output().expect("runs")
     };
@@ -83,7 +82,6 @@ fn a_differential_campaign_from_the_command_line() {
     // A runner that never says hello: exit 2.
     let out = run("sh -c 'exit 3'", &["--cases", "2", "--runner-start-timeout", "5"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-    let _ = std::fs::remove_dir_all(&out_dir);
 }
 
 #[test]
@@ -108,13 +106,12 @@ fn a_configuration_the_generator_cannot_honour_is_refused_naming_the_member() {
     let c = GenConfig { only_backends: Some(["xnnpack".to_string()].into()), ..GenConfig::default() };
     assert!(matches!(c.check(), Err(ConfigError::Unknown { member: "only_backends", .. })));
     // The CLI: exit 2 naming the file and the member, before any case runs.
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = tempfile::Builder::new().prefix("ptecheck-cli-config-").tempdir().expect("temporary directory");
+    let dir = dir.path();
     let path = dir.join("huge.json");
     std::fs::write(&path, r#"{"min_methods": 1000000000, "max_methods": 1000000000}"#).expect("writes");
     let out = bin().args(["campaign", "--cases", "1", "--config"]).arg(&path).output().expect("runs");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("huge.json") && err.contains("`min_methods` is 1000000000; at most 64"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -55,8 +55,8 @@ fn stdin_input_works() {
 
 #[test]
 fn rejected_file_exits_2_with_one_error_line() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
+    let dir = tmp("inspect");
+    let dir = dir.path();
     let bad = dir.join("bad.pte");
     let mut data = std::fs::read(corpus("cond_cpu")).expect("read");
     data[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -81,10 +81,9 @@ fn a_folder_inspects_every_file_in_it_and_no_argument_is_a_usage_error() {
     assert_eq!(none.status.code(), Some(2));
 }
 
-fn tmp(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    dir
+/// A fresh temporary directory, removed when dropped (also when a test fails).
+fn tmp(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("ptecheck-cli-{tag}-")).tempdir().expect("temporary directory")
 }
 
 /// cpu_linear_relu with its weight moved to a `.ptd` (EXTERNAL, fqn `linear.weight`): the
@@ -127,7 +126,8 @@ fn external_weight_case(dir: &std::path::Path) -> (String, String, String) {
 #[test]
 fn run_expect_uses_the_external_data_file() {
     let dir = tmp("ptd");
-    let (pte, ptd, io) = external_weight_case(&dir);
+    let dir = dir.path();
+    let (pte, ptd, io) = external_weight_case(dir);
     let with = bin().args(["run", &pte, "--data", &ptd, "--expect", &io]).output().expect("runs");
     assert_eq!(
         with.status.code(),
@@ -144,7 +144,8 @@ fn run_expect_uses_the_external_data_file() {
 #[test]
 fn inspect_shows_a_ptd_file() {
     let dir = tmp("ptd-inspect");
-    let (_, ptd, _) = external_weight_case(&dir);
+    let dir = dir.path();
+    let (_, ptd, _) = external_weight_case(dir);
     let out = bin().args(["inspect", &ptd]).output().expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -165,6 +166,7 @@ fn an_unknown_method_is_a_bad_argument() {
 #[test]
 fn a_failure_found_with_a_config_and_no_swarm_replays_from_its_printed_command() {
     let dir = tmp("replay");
+    let dir = dir.path();
     let cfg = dir.join("cfg.json");
     std::fs::write(&cfg, r#"{"max_nodes": 12}"#).expect("write");
     let cfg = cfg.display().to_string();
@@ -185,8 +187,8 @@ fn a_failure_found_with_a_config_and_no_swarm_replays_from_its_printed_command()
 fn check_passes_a_real_file_and_lists_violations_of_a_bad_one() {
     let ok = bin().args(["check", &corpus("map_cpu")]).output().expect("runs");
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
+    let dir = tmp("check");
+    let dir = dir.path();
     let data = std::fs::read(corpus("xnn_repeated_call_3x")).expect("read");
     let loaded = ptecheck::format::load(&data).expect("loads");
     let mut p = loaded.program.clone();
@@ -207,8 +209,8 @@ fn check_passes_a_real_file_and_lists_violations_of_a_bad_one() {
 
 #[test]
 fn emit_example_save_json_and_emit_it_back_byte_identical() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-emit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
+    let dir = tmp("emit");
+    let dir = dir.path();
     for name in ptecheck::generator::examples::EXAMPLES {
         let json = bin().args(["emit", "--example", name, "--save-json"]).output().expect("runs");
         assert!(json.status.success());
@@ -268,8 +270,8 @@ fn run_expect_reports_match_and_unavailable_backends() {
     program.execution_plan.as_mut().expect("plans")[0].delegates.as_mut().expect("delegates")[0].id =
         Some("NoSuchBackend".into());
     let bytes = ptecheck::format::write(&program, &loaded.segments, &Default::default()).expect("writes");
-    let dir = std::env::temp_dir().join(format!("ptecheck-cli-unknown-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
+    let dir = tmp("unknown");
+    let dir = dir.path();
     let path = dir.join("unknown_backend.pte");
     std::fs::write(&path, bytes).expect("write");
     let io = corpus("xnn_single_partition").replace(".pte", ".io.json");

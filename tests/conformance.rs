@@ -8,8 +8,8 @@ use ptecheck::runtime::Session;
 
 #[test]
 fn every_generated_case_replays_against_our_runtime() {
-    let out = std::env::temp_dir().join(format!("ptecheck-gen-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let tmp = tempfile::Builder::new().prefix("ptecheck-gen-").tempdir().expect("temporary directory");
+    let out = tmp.path().join("corpus");
     let opts = CampaignOptions { cases: 40, seed: 7, ..CampaignOptions::default() };
     let s = generate_corpus(&opts, &out, &mut |_| {}).expect("writes");
     assert_eq!(s.cases, 40);

@@ -16,15 +16,15 @@ fn runner(extra: &str) -> RunnerConfig {
     c
 }
 
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ptecheck-diff-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp");
-    d
+/// A fresh temporary directory, removed when dropped (also when a test fails).
+fn tmp(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("ptecheck-diff-test-{tag}-")).tempdir().expect("temporary directory")
 }
 
-fn campaign(extra: &str, cases: u64, negative: bool, tag: &str) -> (DiffReport, PathBuf) {
-    let dir = tmp(tag);
+/// The report, and the folder holding its `out` directory (removed when dropped).
+fn campaign(extra: &str, cases: u64, negative: bool, tag: &str) -> (DiffReport, tempfile::TempDir) {
+    let tmp = tmp(tag);
+    let dir = tmp.path();
     let opts = DiffOptions {
         campaign: CampaignOptions { cases, ..CampaignOptions::default() },
         runner: runner(extra),
@@ -34,12 +34,12 @@ fn campaign(extra: &str, cases: u64, negative: bool, tag: &str) -> (DiffReport, 
         shrink_budget: 60,
         max_reproducers: 2,
     };
-    (run(&opts, &mut |_, _| {}).expect("runner starts"), dir.join("out"))
+    (run(&opts, &mut |_, _| {}).expect("runner starts"), tmp)
 }
 
 #[test]
 fn a_correct_runner_agrees_on_every_method_of_every_case() {
-    let (r, _) = campaign("", 60, false, "agree");
+    let (r, _tmp) = campaign("", 60, false, "agree");
     assert_eq!(r.cases, 60);
     assert!(r.methods_run >= 120, "{r:?}");
     assert_eq!((r.exact, r.within_bound, r.mismatch), (r.methods_run, 0, 0), "{r:?}");
@@ -48,7 +48,8 @@ fn a_correct_runner_agrees_on_every_method_of_every_case() {
 
 #[test]
 fn a_planted_numeric_fault_is_found_shrunk_and_written() {
-    let (r, out) = campaign("--fault sub_swaps_operands", 60, false, "numeric");
+    let (r, tmp) = campaign("--fault sub_swaps_operands", 60, false, "numeric");
+    let out = tmp.path().join("out");
     assert!(r.mismatch > 0, "{r:?}");
     let first = r.mismatches[0].reproducer.clone().expect("a reproducer folder");
     assert!(first.starts_with(&out));
@@ -87,13 +88,13 @@ fn a_planted_numeric_fault_is_found_shrunk_and_written() {
 
 #[test]
 fn a_planted_skipped_check_is_found_as_exactly_its_class() {
-    let (r, _) = campaign("--fault delegate_index_at_execute_only", 40, true, "negative");
+    let (r, _tmp) = campaign("--fault delegate_index_at_execute_only", 40, true, "negative");
     let found: Vec<(String, String)> = r.findings.iter().map(|f| (f.class.clone(), f.outcome.clone())).collect();
     assert_eq!(found, vec![("delegate_index".to_string(), "rejects_at_execute".to_string())], "{r:?}");
     assert!(r.findings[0].reproducer.as_ref().is_some_and(|d| d.join("corrupted.pte").is_file()));
     assert_eq!(r.mismatch, 0);
     // Against a correct runner the same campaign finds nothing.
-    let (clean, _) = campaign("", 40, true, "negative-clean");
+    let (clean, _clean_tmp) = campaign("", 40, true, "negative-clean");
     assert!(clean.findings.is_empty() && clean.corruptions_sent > 0, "{clean:?}");
 }
 
@@ -101,7 +102,7 @@ fn a_planted_skipped_check_is_found_as_exactly_its_class() {
 fn init_errors_with_other_codes_than_ours_are_found() {
     // A runner that reports every init failure as Internal (0x01): each corruption the reference
     // runtime refuses at init is a finding of its class, with both codes in its detail.
-    let (r, _) = campaign("--chaos init-code:1", 20, true, "negative-codes");
+    let (r, _tmp) = campaign("--chaos init-code:1", 20, true, "negative-codes");
     assert!(!r.findings.is_empty(), "{r:?}");
     for f in &r.findings {
         assert_eq!(f.outcome, "rejects_with_another_code", "{f:?}");
@@ -141,6 +142,7 @@ fn an_exit_is_recorded_with_its_status_and_a_runner_that_cannot_restart_is_no_ru
     assert_eq!(starts, 2);
     // Starts once, crashes on its first request, and every restart fails.
     let dir = tmp("no-restart");
+    let dir = dir.path();
     let marker = dir.join("started");
     let cmd = format!(
         "if [ -e {m} ]; then exit 9; fi; touch {m}; exec {} runner --chaos crash-on:1",
@@ -167,6 +169,7 @@ fn a_hung_runner_is_killed_with_everything_its_shell_started() {
     // The shell starts a sleeper in the background, then the runner (not exec'd): killing only
     // the shell would leave both running.
     let dir = tmp("group");
+    let dir = dir.path();
     let pidfile = dir.join("sleeper.pid");
     let cmd = format!(
         "sleep 600 & echo $! > {}; {} runner --chaos hang-on:1",
@@ -230,7 +233,7 @@ fn typed_errors_name_their_stage() {
 
 #[test]
 fn a_campaign_against_a_crashing_runner_finishes_and_counts_the_crashes() {
-    let (r, _) = campaign("--chaos crash-on:5", 12, false, "crashing");
+    let (r, _tmp) = campaign("--chaos crash-on:5", 12, false, "crashing");
     assert_eq!(r.cases, 12, "every case was run");
     assert!(r.crashes >= 1 && r.runner_starts >= 2, "{r:?}");
     assert_eq!(r.mismatch, 0);
@@ -372,7 +375,8 @@ fn one_file_versus_a_runner_agrees_or_says_how_the_two_end() {
     use ptecheck::oracle::versus::{Ending, versus};
     use ptecheck::runner::Stage;
     let dir = tmp("versus");
-    let (path, bytes) = sub_program(&dir);
+    let dir = dir.path();
+    let (path, bytes) = sub_program(dir);
     let x = |v: [f32; 2]| ptecheck::runtime::HostValue::Tensor(ptecheck::runtime::HostTensor::f32(vec![2], &v));
     let inputs = [x([5.0, 1.0]), x([2.0, 3.0])];
     let methods = ["forward".to_string()];

@@ -78,18 +78,19 @@ fn every_module_uses_only_the_stages_it_may() {
     assert!(checked > 40, "{checked} files checked");
 }
 
-/// A source file holding `text`, in a temporary folder of its own (`tag`).
-fn probe(tag: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ptecheck-layering-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp");
-    let f = dir.join("x.rs");
+/// A source file holding `text`, in a temporary folder of its own (`tag`), removed when the
+/// returned directory is dropped.
+fn probe(tag: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir =
+        tempfile::Builder::new().prefix(&format!("ptecheck-layering-{tag}-")).tempdir().expect("temporary directory");
+    let f = dir.path().join("x.rs");
     std::fs::write(&f, text).expect("write");
-    f
+    (dir, f)
 }
 
 #[test]
 fn the_checker_sees_a_forbidden_use() {
-    let f = probe(
+    let (_dir, f) = probe(
         "uses",
         "//! crate::oracle in a comment\nuse crate::{runtime::Trace, ir};\nfn f() { crate::emit::emit(); }\n",
     );
@@ -125,7 +126,7 @@ fn xnnpack_uses_neither_the_eager_interpreter_nor_the_cpu_kernels() {
         }
     }
     // The check sees such a use.
-    let f = probe(
+    let (_dir, f) = probe(
         "names",
         "// crate::ir::eval\nuse crate::runtime::{\n    frame,\n    kernels,\n};\nuse crate::ir;\nfn f() { ir::eval::run(); }\n",
     );

@@ -13,15 +13,13 @@ use ptecheck::ir::eval::{eval_method, sample_inputs};
 use ptecheck::ir::{Graph, IrMethod, IrProgram, Op};
 use ptecheck::oracle::values::encode as to_host;
 use ptecheck::runtime::{ErrorCode, HostValue, OptionValue, Runtime, RuntimeError, Trace};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ptecheck-mf-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+/// A fresh temporary directory, removed when dropped (also when a test fails).
+fn tmpdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("ptecheck-mf-{name}-")).tempdir().expect("temporary directory")
 }
 
 fn bytes_of(p: &IrProgram) -> Vec<u8> {
@@ -174,12 +172,13 @@ fn eager() -> Vec<Vec<HostValue>> {
 #[test]
 fn mf7_mf9_sharing_off_loads_per_delegate_on_loads_once() {
     let dir = tmpdir("share");
+    let dir = dir.path();
     let bytes = bytes_of(&multifunction(true));
-    let (rt, mf) = runtime(false, &dir, "all");
+    let (rt, mf) = runtime(false, dir, "all");
     let ((loads, live, resident), outs) = load_all(&bytes, &rt, &mf).expect("runs");
     assert_eq!((loads, live), (4, 4));
     assert_eq!(outs, eager());
-    let (rt, mf) = runtime(true, &dir, "all");
+    let (rt, mf) = runtime(true, dir, "all");
     let ((loads_on, live_on, resident_on), outs_on) = load_all(&bytes, &rt, &mf).expect("runs");
     assert_eq!((loads_on, live_on), (1, 1));
     assert_eq!(resident_on * 4, resident, "one resident copy instead of four");
@@ -189,11 +188,12 @@ fn mf7_mf9_sharing_off_loads_per_delegate_on_loads_once() {
 #[test]
 fn mf8_option_on_a_non_multifunction_delegate_or_of_the_wrong_type_is_invalid_argument() {
     let dir = tmpdir("p8");
+    let dir = dir.path();
     let off = bytes_of(&multifunction(false));
-    let (rt, mf) = runtime(true, &dir, "all");
+    let (rt, mf) = runtime(true, dir, "all");
     let e = load_all(&off, &rt, &mf).expect_err("rejected");
     assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
-    let (mut rt, mf) = runtime(true, &dir, "all");
+    let (mut rt, mf) = runtime(true, dir, "all");
     rt.options.set(multifn::ID, multifn::SHARE_OPTION, OptionValue::Int(1)).expect("opt");
     let e = load_all(&bytes_of(&multifunction(true)), &rt, &mf).expect_err("rejected");
     assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
@@ -202,10 +202,12 @@ fn mf8_option_on_a_non_multifunction_delegate_or_of_the_wrong_type_is_invalid_ar
 #[test]
 fn mf10_symlinked_directory_shares_other_directories_or_units_do_not() {
     let dir = tmpdir("real");
-    let link = std::env::temp_dir().join(format!("ptecheck-mf-{}-link", std::process::id()));
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(&dir, &link).expect("symlink");
+    let dir = dir.path();
+    let links = tmpdir("link");
+    let link = links.path().join("link");
+    std::os::unix::fs::symlink(dir, &link).expect("symlink");
     let other = tmpdir("other");
+    let other = other.path();
     let bytes = bytes_of(&multifunction(true));
     let l = format::load(&bytes).expect("loads");
     let mf = Arc::new(MultifnBackend::default());
@@ -217,11 +219,11 @@ fn mf10_symlinked_directory_shares_other_directories_or_units_do_not() {
         rt
     };
     let t = Trace::default();
-    let a = make(&dir, "all").load_method(&l, "forward", None, &t).expect("a");
+    let a = make(dir, "all").load_method(&l, "forward", None, &t).expect("a");
     let b = make(&link, "all").load_method(&l, "prefill", None, &t).expect("b");
     assert_eq!(mf.table.totals().0, 1, "a symlink to the same directory shares");
-    let c = make(&other, "all").load_method(&l, "forward", None, &t).expect("c");
-    let d = make(&dir, "cpu_only").load_method(&l, "forward", None, &t).expect("d");
+    let c = make(other, "all").load_method(&l, "forward", None, &t).expect("c");
+    let d = make(dir, "cpu_only").load_method(&l, "forward", None, &t).expect("d");
     assert_eq!(mf.table.totals(), (3, 3, 3 * mf.table.stats()[0].1.resident_bytes));
     drop((a, b, c, d));
     assert_eq!(mf.table.totals().1, 0);
@@ -293,9 +295,10 @@ fn mf11_a_failed_load_leaves_no_entry_and_the_next_acquire_loads() {
 #[test]
 fn mf12_eight_threads_fifty_runs_each_on_one_shared_model_equal_serial() {
     let dir = tmpdir("stress");
+    let dir = dir.path();
     let bytes = bytes_of(&multifunction(true));
     let l = format::load(&bytes).expect("loads");
-    let (rt, mf) = runtime(true, &dir, "all");
+    let (rt, mf) = runtime(true, dir, "all");
     let p = multifunction(true);
     let serial = eager();
     // Every thread holds its methods for the whole run, so the model stays loaded throughout.
@@ -350,8 +353,9 @@ fn compiled_bundles_are_cached_by_index_and_weights_together() {
     // Same bundle index, other weights: the functions must be compiled again (a cache keyed by
     // the index alone would run the old weights).
     let dir = tmpdir("cache-key");
+    let dir = dir.path();
     let mut emitted = emit(&multifunction(true), &EmitOptions::default()).expect("emits");
-    let (rt, mf) = runtime(true, &dir, "all");
+    let (rt, mf) = runtime(true, dir, "all");
     let (_, first) = load_all(&emitted.to_bytes().expect("writes"), &rt, &mf).expect("runs");
     assert_eq!(first, eager());
     let named = emitted.program.named_data.clone().unwrap_or_default();
@@ -364,7 +368,7 @@ fn compiled_bundles_are_cached_by_index_and_weights_together() {
         let x = f32::from_le_bytes([w[0], w[1], w[2], w[3]]);
         w.copy_from_slice(&(x * 0.5 + 0.25).to_le_bytes());
     }
-    let (rt, mf) = runtime(true, &dir, "all");
+    let (rt, mf) = runtime(true, dir, "all");
     let (_, other) = load_all(&emitted.to_bytes().expect("writes"), &rt, &mf).expect("runs");
     assert_ne!(other, first, "other weights, other outputs");
 }
