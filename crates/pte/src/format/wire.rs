@@ -162,6 +162,8 @@ impl Fail {
 /// How a pass records a refusal: [`Fail`], with its place and field path, or [`Refused`], with
 /// nothing (the fast pass; what it refuses is read again with [`Fail`] to say why).
 trait Failure: Sized {
+    /// Whether a limit is checked at the read that passes it (else by the next table).
+    const EXACT: bool;
     /// A refusal of `kind` at byte `pos` of a file of `input_len` bytes.
     fn new(kind: Kind, pos: usize, input_len: usize) -> Self;
     /// Adds a step to the path on the way out.
@@ -169,6 +171,7 @@ trait Failure: Sized {
 }
 
 impl Failure for Box<Fail> {
+    const EXACT: bool = true;
     #[cold]
     fn new(kind: Kind, pos: usize, input_len: usize) -> Self {
         Box::new(Fail { kind, pos, path: Vec::new(), input_len })
@@ -185,6 +188,7 @@ impl Failure for Box<Fail> {
 struct Refused;
 
 impl Failure for Refused {
+    const EXACT: bool = false;
     #[inline(always)]
     fn new(_: Kind, _: usize, _: usize) -> Self {
         Refused
@@ -311,14 +315,18 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
         self.count(pos, size)
     }
 
-    /// Adds `size` bytes read at `pos` to the apparent size, within its limit.
+    /// Adds `size` bytes read at `pos` to the apparent size, checked against its limit here
+    /// when the pass records where a refusal lies, else at the next table and at the end (the
+    /// size only grows, so both passes refuse the same buffers).
     #[inline(always)]
     fn count(&mut self, pos: usize, size: usize) -> R<(), E> {
         self.apparent = self.apparent.saturating_add(size);
-        if self.apparent > self.max_apparent {
-            return self.fail(Kind::TooLarge, pos);
-        }
-        Ok(())
+        if E::EXACT { self.within_apparent(pos) } else { Ok(()) }
+    }
+
+    #[inline(always)]
+    fn within_apparent(&self, pos: usize) -> R<(), E> {
+        if self.apparent > self.max_apparent { self.fail(Kind::TooLarge, pos) } else { Ok(()) }
     }
 
     #[inline(always)]
@@ -358,6 +366,9 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
 
     #[inline(always)]
     fn table(&mut self, pos: usize) -> R<Table<'b>, E> {
+        if !E::EXACT {
+            self.within_apparent(pos)?;
+        }
         let soffset: i32 = self.read(pos)?;
         let magnitude = soffset.unsigned_abs() as usize;
         let vtable = if soffset > 0 { pos.checked_sub(magnitude) } else { pos.checked_add(magnitude) };
@@ -607,6 +618,7 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
             Ok(NamedData { key: r.string(&n, 4, "key")?, segment_index: r.scalar(&n, 6, 0, "segment_index")? })
         })?;
         self.done();
+        self.within_apparent(pos)?;
         let program = Program {
             version,
             execution_plan,
