@@ -53,8 +53,15 @@ pub fn with_crate(data: &[u8]) -> Option<Result<Program, FormatError>> {
 }
 
 /// Runs both readers on the FlatBuffers data of `data` (nothing to compare when the preamble,
-/// header or root offset is already refused) and reports any difference.
+/// header or root offset is already refused) and reports any difference; also holds the
+/// loader's pass that records nothing to its pass that names the fault.
 pub fn decoders_agree(data: &[u8]) -> Result<(), DecoderDisagreement> {
+    if let Ok(region) = region(data) {
+        let opts = verifier_options(region.program_data.len());
+        if let Err(e) = wire::passes_agree(region.program_data, &opts, data.len()) {
+            return Err(DecoderDisagreement { ours: e, reference: "(the loader's two passes, not the crate)".into() });
+        }
+    }
     let (Some(ours), Some(reference)) = (one_pass(data), with_crate(data)) else { return Ok(()) };
     let same = match (&ours, &reference) {
         // Debug text, not ==: a NaN double decodes to the same bits on both sides.

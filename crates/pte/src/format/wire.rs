@@ -74,6 +74,33 @@ pub(crate) fn verify(buf: &[u8], opts: &flatbuffers::VerifierOptions, input_len:
     Reader::<false, Box<Fail>>::new(buf, opts, input_len).root().map(drop).map_err(|e| e.into_error(buf.len()))
 }
 
+/// Whether the pass that records nothing and the pass that names the fault reach the same
+/// verdict on `buf`, decoding and verifying only. The loader trusts the first when it accepts
+/// and asks the second when it refuses, so a first pass that refused too much would only slow
+/// loading down: [`super::oracle::decoders_agree`] checks this too, in `tests/` and the
+/// `load_pte` fuzz target.
+pub(crate) fn passes_agree(buf: &[u8], opts: &flatbuffers::VerifierOptions, input_len: usize) -> Result<(), String> {
+    let verdict = |ok: bool| if ok { "accepts" } else { "refuses" };
+    let decoding = (
+        Reader::<true, Refused>::new(buf, opts, input_len).root().is_ok(),
+        Reader::<true, Box<Fail>>::new(buf, opts, input_len).root().is_ok(),
+    );
+    let verifying = (
+        Reader::<false, Refused>::new(buf, opts, input_len).root().is_ok(),
+        Reader::<false, Box<Fail>>::new(buf, opts, input_len).root().is_ok(),
+    );
+    for (what, (fast, named)) in [("decoding", decoding), ("verifying only", verifying)] {
+        if fast != named {
+            return Err(format!(
+                "{what}, the pass that records nothing {} and the pass that names the fault {}",
+                verdict(fast),
+                verdict(named)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What is wrong, at the byte position of the failure.
 #[derive(Debug)]
 enum Kind {
@@ -856,3 +883,94 @@ const KERNEL_TYPE_NAMES: [&str; 12] = [
 
 /// `InstructionArguments` member names by tag (0 = NONE).
 const INSTRUCTION_NAMES: [&str; 6] = ["NONE", "KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall"];
+
+#[cfg(test)]
+mod tests {
+    //! The pass that records nothing against the pass that names the fault, at the limits.
+    use super::*;
+    use crate::format::generated::executorch_flatbuffer as fb;
+    use crate::format::read::region;
+    use flatbuffers::{FlatBufferBuilder, VerifierOptions};
+
+    fn options(max_apparent_size: usize) -> VerifierOptions {
+        VerifierOptions { max_apparent_size, ..crate::format::verifier_options(0) }
+    }
+
+    /// Whether each pass accepts `buf`: decoding and verifying only, recording nothing and
+    /// naming the fault.
+    fn verdicts(buf: &[u8], o: &VerifierOptions) -> [bool; 4] {
+        [
+            Reader::<true, Refused>::new(buf, o, buf.len()).root().is_ok(),
+            Reader::<true, Box<Fail>>::new(buf, o, buf.len()).root().is_ok(),
+            Reader::<false, Refused>::new(buf, o, buf.len()).root().is_ok(),
+            Reader::<false, Box<Fail>>::new(buf, o, buf.len()).root().is_ok(),
+        ]
+    }
+
+    fn corpus() -> Vec<Vec<u8>> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../corpus/real");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .expect("corpus/real")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pte"))
+            .collect();
+        files.sort();
+        files.iter().map(|p| std::fs::read(p).expect("read")).collect()
+    }
+
+    #[test]
+    fn every_pass_and_the_crate_draw_the_apparent_size_line_at_the_same_byte() {
+        let files = corpus();
+        assert!(files.len() >= 17);
+        for file in &files {
+            let buf = region(file).expect("region").program_data;
+            let mut probe = Reader::<false, Box<Fail>>::new(buf, &options(usize::MAX), buf.len());
+            probe.root().map_err(|e| e.into_error(buf.len())).expect("verifies");
+            let exact = probe.apparent;
+            assert_eq!(verdicts(buf, &options(exact)), [true; 4], "limit {exact}");
+            assert_eq!(verdicts(buf, &options(exact - 1)), [false; 4], "limit {}", exact - 1);
+            assert!(flatbuffers::root_with_opts::<fb::Program>(&options(exact), buf).is_ok());
+            assert!(flatbuffers::root_with_opts::<fb::Program>(&options(exact - 1), buf).is_err());
+        }
+    }
+
+    /// A program whose values are `refs` EValues sharing one Tensor table with a `sizes`-entry
+    /// vector: its apparent size grows by about 4 × `sizes` bytes per reference.
+    fn shared_tensor(sizes: usize, refs: usize) -> Vec<u8> {
+        let mut b = FlatBufferBuilder::new();
+        let sizes = b.create_vector(&vec![1i32; sizes]);
+        let s = b.start_table();
+        b.push_slot_always(8, sizes);
+        let tensor = b.end_table(s);
+        let s = b.start_table();
+        b.push_slot::<u8>(4, 5, 0);
+        b.push_slot_always(6, tensor);
+        let value = b.end_table(s);
+        let values = b.create_vector(&vec![value; refs]);
+        let s = b.start_table();
+        b.push_slot_always(8, values);
+        let plan = b.end_table(s);
+        let plans = b.create_vector(&[plan]);
+        let s = b.start_table();
+        b.push_slot_always(6, plans);
+        let program = b.end_table(s);
+        b.finish(program, Some("ET12"));
+        b.finished_data().to_vec()
+    }
+
+    #[test]
+    fn the_pass_that_records_nothing_stops_within_a_table_of_the_limit() {
+        // 10,000 references to a 2,000-entry sizes vector: ~80 MB of apparent size from a
+        // ~100 KB buffer. Checking the limit only at tables, the pass that records nothing
+        // must still stop at most one table after the pass that checks at every read.
+        let data = shared_tensor(2000, 10_000);
+        let o = crate::format::verifier_options(data.len());
+        let buf = region(&data).expect("region").program_data;
+        let mut fast = Reader::<false, Refused>::new(buf, &o, data.len());
+        let mut named = Reader::<false, Box<Fail>>::new(buf, &o, data.len());
+        assert!(fast.root().is_err() && named.root().is_err());
+        assert!(named.tables < 1000, "the limit is crossed early: {} tables", named.tables);
+        assert!(fast.tables <= named.tables + 1, "{} tables read past the limit", fast.tables - named.tables);
+    }
+}
