@@ -23,8 +23,8 @@ fn tmp(tag: &str) -> tempfile::TempDir {
 
 /// The report, and the folder holding its `out` directory (removed when dropped).
 fn campaign(extra: &str, cases: u64, negative: bool, tag: &str) -> (DiffReport, tempfile::TempDir) {
-    let tmp = tmp(tag);
-    let dir = tmp.path();
+    let temp = tmp(tag);
+    let dir = temp.path();
     let opts = DiffOptions {
         campaign: CampaignOptions { cases, ..CampaignOptions::default() },
         runner: runner(extra),
@@ -34,7 +34,7 @@ fn campaign(extra: &str, cases: u64, negative: bool, tag: &str) -> (DiffReport, 
         shrink_budget: 60,
         max_reproducers: 2,
     };
-    (run(&opts, &mut |_, _| {}).expect("runner starts"), tmp)
+    (run(&opts, &mut |_, _| {}).expect("runner starts"), temp)
 }
 
 #[test]
@@ -48,8 +48,8 @@ fn a_correct_runner_agrees_on_every_method_of_every_case() {
 
 #[test]
 fn a_planted_numeric_fault_is_found_shrunk_and_written() {
-    let (r, tmp) = campaign("--fault sub_swaps_operands", 60, false, "numeric");
-    let out = tmp.path().join("out");
+    let (r, temp) = campaign("--fault sub_swaps_operands", 60, false, "numeric");
+    let out = temp.path().join("out");
     assert!(r.mismatch > 0, "{r:?}");
     let first = r.mismatches[0].reproducer.clone().expect("a reproducer folder");
     assert!(first.starts_with(&out));

@@ -81,15 +81,10 @@ pub(crate) fn verify(buf: &[u8], opts: &flatbuffers::VerifierOptions, input_len:
 /// `load_pte` fuzz target.
 pub(crate) fn passes_agree(buf: &[u8], opts: &flatbuffers::VerifierOptions, input_len: usize) -> Result<(), String> {
     let verdict = |ok: bool| if ok { "accepts" } else { "refuses" };
-    let decoding = (
-        Reader::<true, Refused>::new(buf, opts, input_len).root().is_ok(),
-        Reader::<true, Box<Fail>>::new(buf, opts, input_len).root().is_ok(),
-    );
-    let verifying = (
-        Reader::<false, Refused>::new(buf, opts, input_len).root().is_ok(),
-        Reader::<false, Box<Fail>>::new(buf, opts, input_len).root().is_ok(),
-    );
-    for (what, (fast, named)) in [("decoding", decoding), ("verifying only", verifying)] {
+    let [decoding, named_decoding, verifying, named_verifying] = verdicts(buf, opts, input_len);
+    for (what, (fast, named)) in
+        [("decoding", (decoding, named_decoding)), ("verifying only", (verifying, named_verifying))]
+    {
         if fast != named {
             return Err(format!(
                 "{what}, the pass that records nothing {} and the pass that names the fault {}",
@@ -99,6 +94,17 @@ pub(crate) fn passes_agree(buf: &[u8], opts: &flatbuffers::VerifierOptions, inpu
         }
     }
     Ok(())
+}
+
+/// Whether each pass accepts `buf`: decoding recording nothing, decoding naming the fault,
+/// verifying only recording nothing, verifying only naming the fault.
+fn verdicts(buf: &[u8], opts: &flatbuffers::VerifierOptions, input_len: usize) -> [bool; 4] {
+    [
+        Reader::<true, Refused>::new(buf, opts, input_len).root().is_ok(),
+        Reader::<true, Box<Fail>>::new(buf, opts, input_len).root().is_ok(),
+        Reader::<false, Refused>::new(buf, opts, input_len).root().is_ok(),
+        Reader::<false, Box<Fail>>::new(buf, opts, input_len).root().is_ok(),
+    ]
 }
 
 /// What is wrong, at the byte position of the failure.
@@ -189,7 +195,8 @@ impl Fail {
 /// How a pass records a refusal: [`Fail`], with its place and field path, or [`Refused`], with
 /// nothing (the fast pass; what it refuses is read again with [`Fail`] to say why).
 trait Failure: Sized {
-    /// Whether a limit is checked at the read that passes it (else by the next table).
+    /// Whether the apparent-size limit is checked at the read that passes it (else at the next
+    /// table and at the end of the walk).
     const EXACT: bool;
     /// A refusal of `kind` at byte `pos` of a file of `input_len` bytes.
     fn new(kind: Kind, pos: usize, input_len: usize) -> Self;
@@ -280,7 +287,7 @@ impl Scalar for bool {
     }
 }
 
-/// A verified table: its position, its vtable's position and length.
+/// A verified table: its position, its vtable's position and bytes.
 struct Table<'b> {
     pos: usize,
     /// The vtable's position.
@@ -405,7 +412,12 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
         };
         let vtable_len = self.read::<u16>(vtable)? as usize;
         self.aligned(vtable.saturating_add(vtable_len), u16::ALIGN, "u16")?;
-        self.range(vtable, vtable_len)?;
+        // The vtable's range, as `range` checks and counts it, kept as the table's slot bytes.
+        let buf = self.buf;
+        let Some(bytes) = buf.get(vtable..vtable.saturating_add(vtable_len)) else {
+            return self.fail(Kind::OutOfBounds { end: vtable.saturating_add(vtable_len) }, vtable);
+        };
+        self.count(vtable, vtable_len)?;
         self.tables += 1;
         if self.tables > self.max_tables {
             return self.fail(Kind::TooManyTables, pos);
@@ -414,11 +426,7 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
         if self.depth > self.max_depth {
             return self.fail(Kind::TooDeep, pos);
         }
-        let buf = self.buf;
-        match buf.get(vtable..vtable + vtable_len) {
-            Some(bytes) => Ok(Table { pos, vtable_at: vtable, vtable: bytes }),
-            None => self.fail(Kind::OutOfBounds { end: vtable.saturating_add(vtable_len) }, vtable),
-        }
+        Ok(Table { pos, vtable_at: vtable, vtable: bytes })
     }
 
     #[inline(always)]
@@ -458,7 +466,8 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
         }
     }
 
-    /// Verifies the string whose offset is at `pos` and returns it (unowned).
+    /// Verifies the string whose offset is at `pos` and returns it, unowned (verifying only, an
+    /// ASCII string comes back empty: the text is not used).
     fn str_at(&mut self, pos: usize) -> R<&'b str, E> {
         let at = self.offset(pos)?;
         let (start, len) = self.vector(at, 1, 1, "u8")?;
@@ -896,17 +905,6 @@ mod tests {
         VerifierOptions { max_apparent_size, ..crate::format::verifier_options(0) }
     }
 
-    /// Whether each pass accepts `buf`: decoding and verifying only, recording nothing and
-    /// naming the fault.
-    fn verdicts(buf: &[u8], o: &VerifierOptions) -> [bool; 4] {
-        [
-            Reader::<true, Refused>::new(buf, o, buf.len()).root().is_ok(),
-            Reader::<true, Box<Fail>>::new(buf, o, buf.len()).root().is_ok(),
-            Reader::<false, Refused>::new(buf, o, buf.len()).root().is_ok(),
-            Reader::<false, Box<Fail>>::new(buf, o, buf.len()).root().is_ok(),
-        ]
-    }
-
     fn corpus() -> Vec<Vec<u8>> {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../corpus/real");
         let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -928,8 +926,8 @@ mod tests {
             let mut probe = Reader::<false, Box<Fail>>::new(buf, &options(usize::MAX), buf.len());
             probe.root().map_err(|e| e.into_error(buf.len())).expect("verifies");
             let exact = probe.apparent;
-            assert_eq!(verdicts(buf, &options(exact)), [true; 4], "limit {exact}");
-            assert_eq!(verdicts(buf, &options(exact - 1)), [false; 4], "limit {}", exact - 1);
+            assert_eq!(verdicts(buf, &options(exact), buf.len()), [true; 4], "limit {exact}");
+            assert_eq!(verdicts(buf, &options(exact - 1), buf.len()), [false; 4], "limit {}", exact - 1);
             assert!(flatbuffers::root_with_opts::<fb::Program>(&options(exact), buf).is_ok());
             assert!(flatbuffers::root_with_opts::<fb::Program>(&options(exact - 1), buf).is_err());
         }
@@ -969,7 +967,9 @@ mod tests {
         let buf = region(&data).expect("region").program_data;
         let mut fast = Reader::<false, Refused>::new(buf, &o, data.len());
         let mut named = Reader::<false, Box<Fail>>::new(buf, &o, data.len());
-        assert!(fast.root().is_err() && named.root().is_err());
+        assert!(fast.root().is_err());
+        let refused = named.root().map(drop).expect_err("refused");
+        assert!(matches!(refused.kind, Kind::TooLarge), "{:?}", refused.kind);
         assert!(named.tables < 1000, "the limit is crossed early: {} tables", named.tables);
         assert!(fast.tables <= named.tables + 1, "{} tables read past the limit", fast.tables - named.tables);
     }
