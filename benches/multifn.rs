@@ -51,8 +51,9 @@ fn runtime(share: bool, dir: &std::path::Path) -> (Runtime, Arc<MultifnBackend>)
 }
 
 fn main() {
-    let dir = std::env::temp_dir().join(format!("ptecheck-bench-mf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    // Removed when dropped, also when the bench fails.
+    let dir = tempfile::Builder::new().prefix("ptecheck-bench-mf-").tempdir().expect("temporary directory");
+    let dir = dir.path();
     let bytes = |p: &IrProgram| emit(p, &EmitOptions::default()).expect("emit").to_bytes().expect("write");
     let (on, off) = (bytes(&multifunction(true)), bytes(&multifunction(false)));
     println!("example multifunction (2 methods x 2 partitions, width {MF_WIDTH}):");
@@ -69,7 +70,7 @@ fn main() {
         let l = format::load(&b).expect("load");
         let mut row = Vec::new();
         for share in [false, true] {
-            let (rt, mf) = runtime(share, &dir);
+            let (rt, mf) = runtime(share, dir);
             let m = rt.load_method(&l, "forward", None, &Trace::default()).expect("loads");
             let (loads, _, resident) = mf.table.totals();
             drop(m);
@@ -80,7 +81,7 @@ fn main() {
 
     let p = multifunction(true);
     let l = format::load(&on).expect("load");
-    let (rt, mf) = runtime(true, &dir);
+    let (rt, mf) = runtime(true, dir);
     let serial: Vec<_> =
         p.methods.iter().map(|m| eval_method(&p, &m.name, &sample_inputs(&m.graph, 5)).expect("eager")).collect();
     let start = Instant::now();
@@ -117,5 +118,4 @@ fn main() {
         mismatches.into_inner(),
         start.elapsed().as_secs_f64() * 1e3
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
