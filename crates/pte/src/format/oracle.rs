@@ -36,39 +36,38 @@ fn outcome(r: &Result<Program, FormatError>) -> String {
     }
 }
 
+/// `read` on the FlatBuffers data of `data` with the loader's verifier options and the file's
+/// length (`None` when the preamble, header or root offset is refused).
+fn on_program_data<T>(data: &[u8], read: impl FnOnce(&[u8], &flatbuffers::VerifierOptions, usize) -> T) -> Option<T> {
+    let region = region(data).ok()?;
+    let opts = verifier_options(region.program_data.len());
+    Some(read(region.program_data, &opts, data.len()))
+}
+
 /// The loader's one-pass reader on the FlatBuffers data of `data` (`None` when the preamble,
 /// header or root offset is refused; for comparing and timing the two readers).
 pub fn one_pass(data: &[u8]) -> Option<Result<Program, FormatError>> {
-    let region = region(data).ok()?;
-    let opts = verifier_options(region.program_data.len());
-    Some(wire::decode(region.program_data, &opts, data.len()).map(|d| d.program))
+    on_program_data(data, |buf, opts, len| wire::decode(buf, opts, len).map(|d| d.program))
 }
 
 /// The one-pass reader's verify-only pass on the FlatBuffers data of `data`: every verifier
 /// rule, nothing decoded (`None` as for [`one_pass`]; for timing against a lazy reader).
 pub fn verify_only(data: &[u8]) -> Option<Result<(), FormatError>> {
-    let region = region(data).ok()?;
-    let opts = verifier_options(region.program_data.len());
-    Some(wire::verify(region.program_data, &opts, data.len()))
+    on_program_data(data, wire::verify)
 }
 
 /// The `flatbuffers` crate's verifier, then its generated accessors, on the FlatBuffers data
 /// of `data` (`None` as for [`one_pass`]).
 pub fn with_crate(data: &[u8]) -> Option<Result<Program, FormatError>> {
-    let region = region(data).ok()?;
-    let opts = verifier_options(region.program_data.len());
-    Some(decode::decode_with_crate(region.program_data, &opts, data.len()))
+    on_program_data(data, decode::decode_with_crate)
 }
 
 /// Runs both readers on the FlatBuffers data of `data` (nothing to compare when the preamble,
 /// header or root offset is already refused) and reports any difference; also holds the
 /// loader's pass that records nothing to its pass that names the fault.
 pub fn decoders_agree(data: &[u8]) -> Result<(), DecoderDisagreement> {
-    if let Ok(region) = region(data) {
-        let opts = verifier_options(region.program_data.len());
-        if let Err(e) = wire::passes_agree(region.program_data, &opts, data.len()) {
-            return Err(DecoderDisagreement::Passes(e));
-        }
+    if let Some(Err(e)) = on_program_data(data, wire::passes_agree) {
+        return Err(DecoderDisagreement::Passes(e));
     }
     let (Some(ours), Some(reference)) = (one_pass(data), with_crate(data)) else { return Ok(()) };
     let same = match (&ours, &reference) {
