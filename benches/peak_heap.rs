@@ -4,23 +4,45 @@
 //! seed 1) on 1 and on 2 jobs. Each campaign runs in a child process of its own, so each peak
 //! is that campaign's alone. Unlike peak RSS (`benches/peak_rss.sh`), it does not move with
 //! where the allocator placed pages or which code pages a run touched: with one job it is the
-//! same from run to run.
+//! same from run to run. Each run also names the block of cases that set its peak, and the most
+//! heap it held between cases in its first and in its second half: a campaign that kept
+//! something from each case would hold more in the second half.
 
 #[global_allocator]
 static ALLOCATOR: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
 
-use ptecheck::oracle::campaign::{CampaignOptions, run};
+use ptecheck::oracle::campaign::{CampaignOptions, run_with};
 use std::process::Command;
 
-/// Runs one campaign in this process and prints its peak live heap in bytes.
+/// Runs one campaign in this process and prints: its peak live heap (bytes); the first case of
+/// the block of cases during which the peak last rose; and the most bytes held between cases
+/// (read as each case's outcome is merged) in the first and in the second half of the run.
 fn child(cases: u64, jobs: usize) {
-    let r = run(&CampaignOptions { cases, seed: 1, jobs, ..CampaignOptions::default() });
+    let opts = CampaignOptions { cases, seed: 1, jobs, ..CampaignOptions::default() };
+    let (mut top, mut set_at, mut held) = (0, 0, [0usize; 2]);
+    let r = run_with(&opts, &mut |p| {
+        let peak = ALLOCATOR.max_allocated();
+        if peak > top {
+            // Outcomes merge in case order right after their block ran: this is its first case.
+            (top, set_at) = (peak, p.done - 1);
+        }
+        let half = usize::from(2 * p.done > p.total);
+        held[half] = held[half].max(ALLOCATOR.allocated());
+    });
     assert_eq!(r.failures, 0, "the benchmark campaign must be clean");
-    println!("{}", ALLOCATOR.max_allocated());
+    println!("{} {set_at} {} {}", ALLOCATOR.max_allocated(), held[0], held[1]);
 }
 
-/// The peak live heap of a campaign of `cases` on `jobs`, run by a child process.
-fn peak(cases: u64, jobs: usize) -> Result<u64, String> {
+/// What a child reported of its campaign (bytes; the block that set the peak, by its first case).
+struct Figures {
+    peak: u64,
+    set_at: u64,
+    held_first_half: u64,
+    held_second_half: u64,
+}
+
+/// The figures of a campaign of `cases` on `jobs`, run by a child process.
+fn measure(cases: u64, jobs: usize) -> Result<Figures, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
     let out = Command::new(exe)
         .args(["--child", &cases.to_string(), &jobs.to_string()])
@@ -29,7 +51,15 @@ fn peak(cases: u64, jobs: usize) -> Result<u64, String> {
     if !out.status.success() {
         return Err(format!("child failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)));
     }
-    String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|e| format!("child printed no peak: {e}"))
+    let text = String::from_utf8_lossy(&out.stdout);
+    let n: Vec<u64> =
+        text.split_whitespace().map(str::parse).collect::<Result<_, _>>().map_err(|e| format!("child: {e}"))?;
+    match n[..] {
+        [peak, set_at, held_first_half, held_second_half] => {
+            Ok(Figures { peak, set_at, held_first_half, held_second_half })
+        }
+        _ => Err(format!("child printed {text:?}, not four figures")),
+    }
 }
 
 fn main() -> Result<(), String> {
@@ -42,15 +72,20 @@ fn main() -> Result<(), String> {
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (short, long) = (env("SHORT", 10_000), env("LONG", 100_000));
     let kib = |b: u64| b as f64 / 1024.0;
-    println!("peak live heap of the default campaign (seed 1)");
+    println!("peak live heap of the default campaign (seed 1), the block of cases (by its first case) that set it,");
+    println!("and the most heap held between cases in the first / the second half of the run");
     for jobs in [1, 2] {
-        let (s, l) = (peak(short, jobs)?, peak(long, jobs)?);
-        println!(
-            "jobs {jobs}: {short:>7} cases {:>8.1} KiB   {long:>7} cases {:>8.1} KiB   long/short {:.3}",
-            kib(s),
-            kib(l),
-            l as f64 / s as f64
-        );
+        let (s, l) = (measure(short, jobs)?, measure(long, jobs)?);
+        for (cases, f) in [(short, &s), (long, &l)] {
+            println!(
+                "jobs {jobs}: {cases:>7} cases  peak {:>7.1} KiB (set in the block from case {:>6})  held {:>6.1} / {:>6.1} KiB",
+                kib(f.peak),
+                f.set_at,
+                kib(f.held_first_half),
+                kib(f.held_second_half)
+            );
+        }
+        println!("jobs {jobs}: peak long/short {:.3}", l.peak as f64 / s.peak as f64);
     }
     Ok(())
 }
