@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peak RSS of the default campaign at two lengths, side by side in one run:
 #   benches/peak_rss.sh [BINARY]        (default target/release/ptecheck)
-# Alternates a SHORT-case and a LONG-case campaign (defaults 10,000 and 100,000; 2 jobs)
+# Alternates a SHORT-case and a LONG-case campaign (defaults 10,000 and 100,000; JOBS, default 2)
 # ROUNDS times (default 5) and prints every peak (GNU time's maxrss) and each length's median
 # and maximum. Peak RSS of one run moves by a few MB with how the threads' cases interleave, so
 # one pair of runs says little; the medians and maxima of several do.

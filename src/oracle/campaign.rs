@@ -301,7 +301,7 @@ pub struct FailingCase {
 
 /// Cases checked in parallel between two in-order merges. Fixed, so that the cases a run
 /// checks before it stops do not depend on the number of jobs.
-const BLOCK: usize = 64;
+pub const BLOCK: usize = 64;
 
 /// What checking one case left, kept until it is merged in case order.
 struct CaseOutcome {
