@@ -3,7 +3,8 @@
 use ptecheck::ir::bound::{Bound, SIN_COS_RANGE, approximate, of_op, ulp};
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::eval::{Data, Tensor, Val, eval_op, run_method};
-use ptecheck::ir::{IrMethod, IrProgram, Node, Op};
+use ptecheck::ir::{IrMethod, IrProgram, LoweredModule, Node, Op};
+use ptecheck::oracle::values::{Verdict, compare, encode};
 
 fn f(shape: &[usize], v: &[f32]) -> Val {
     Val::Tensor(Tensor { shape: shape.to_vec(), data: Data::F32(v.to_vec()) })
@@ -130,4 +131,60 @@ fn an_infinite_operand_times_an_uncertain_one_is_unbounded_not_exact() {
     let y = f(&[1], &[2.0]);
     let Bound::Abs(b) = bound(Op::Mul, &[x, y], &[Bound::Exact, Bound::Abs(vec![0.5])]) else { panic!("bounded") };
     assert!(b[0].is_infinite(), "{}", b[0]);
+}
+
+#[test]
+fn inside_xnnpack_a_value_that_may_be_subnormal_where_it_is_computed_may_be_flushed() {
+    // Eager x = 2e-38 is normal, but within its bound (1e-38) the value an implementation
+    // computes may be subnormal; XNNPACK then reads it as zero, and x + x is 0, not 4e-38
+    // (ExecuTorch 1.5.1, seed 1202 case 12000). Far from the subnormal range nothing changes.
+    let x = f(&[2], &[2.0e-38, 1.0]);
+    let e = Bound::Abs(vec![1.0e-38, 0.25]);
+    let Bound::Abs(b) = approx(Op::Add, &[x.clone(), x], &[e.clone(), e]) else { panic!("bounded") };
+    assert!(b[0] >= 4.0e-38, "a flushed operand must allow 0: {}", b[0]);
+    assert!(b[1] >= 0.5 && b[1] < 0.5 + 1e-6, "{}", b[1]);
+}
+
+/// `forward(x) = relu_xnnpack(x) * relu(x)` (or with both relus on the CPU), as in seed 1202
+/// case 44 of a campaign against ExecuTorch 1.5.1.
+fn relu_times_relu(xnnpack: bool) -> IrProgram {
+    let mut g = GraphBuilder::new(vec![], vec![f32_tensor(vec![1, 1])]);
+    let cpu = g.op(Op::Relu, &[g.input(0)]);
+    let other = if xnnpack {
+        g.node(Node::Call { module: 0, args: vec![g.input(0)] }, 1)[0]
+    } else {
+        g.op(Op::Relu, &[g.input(0)])
+    };
+    let out = g.op(Op::Mul, &[other, cpu]);
+    let mut m = GraphBuilder::new(vec![], vec![f32_tensor(vec![1, 1])]);
+    let r = m.op(Op::Relu, &[m.input(0)]);
+    IrProgram {
+        methods: vec![IrMethod { name: "forward".into(), graph: g.finish(&[out]) }],
+        modules: vec![LoweredModule {
+            backend: "XnnpackBackend".into(),
+            graph: m.finish(&[r]),
+            processed: vec![],
+            compile_specs: vec![],
+            share_handle_across_calls: true,
+            scratch_specs: vec![],
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn the_sign_of_a_zero_computed_from_an_inexact_value_may_differ_and_only_then() {
+    // x is a negative subnormal: eager relu(x) * relu(x) is +0.0. XNNPACK reads x as -0.0 and
+    // its relu returns -0.0, and -0.0 * +0.0 is -0.0. The magnitude bound of the product is 0
+    // (one factor is exactly 0), but its sign is not fixed.
+    let x = f(&[1, 1], &[-7.327_656e-39]);
+    let zero = |v: f32| encode(&f(&[1, 1], &[v]));
+    let r = run_method(&relu_times_relu(true), "forward", std::slice::from_ref(&x)).expect("runs");
+    assert_eq!(encode(&r.outputs[0]), zero(0.0));
+    assert_eq!(compare(&zero(0.0), &r.bounds[0], &zero(-0.0)), Verdict::WithinBound);
+    assert_eq!(compare(&zero(0.0), &r.bounds[0], &zero(1.0e-30)), Verdict::Mismatch, "only the sign of zero");
+    // On the CPU alone nothing is inexact: the sign of zero is still checked.
+    let r = run_method(&relu_times_relu(false), "forward", &[x]).expect("runs");
+    assert_eq!(r.bounds[0], Bound::Exact);
+    assert_eq!(compare(&zero(0.0), &r.bounds[0], &zero(-0.0)), Verdict::Mismatch);
 }

@@ -11,8 +11,10 @@
 //! `2·γ(n)·Σ|aᵢbᵢ|` with `γ(n) = n·ε / (1 − n·ε)`, `ε = 2⁻²⁴`; a division by a one-element
 //! tensor may be a multiplication by the reciprocal (2 ulp). Inside a backend that evaluates
 //! transcendentals with polynomial approximations (XNNPACK), sin and cos are within a few
-//! ulp of 1 plus a range-reduction error growing with |x| ([`approximate`]). Everything else
-//! is exact, and bounds propagate through each op by its Lipschitz constant plus one rounding.
+//! ulp of 1 plus a range-reduction error growing with |x| ([`approximate`]), and subnormal
+//! values are flushed to zero. Everything else is exact, and bounds propagate through each op
+//! by its Lipschitz constant plus one rounding; a float result of an inexact operand may also
+//! differ in the sign of a zero ([`signed_zeros`]).
 
 use super::Op;
 use super::eval::{Data, Tensor, Val, bmap, eval_op};
@@ -304,20 +306,41 @@ fn approx_sin_cos(x: f64) -> f64 {
     if x.abs() > SIN_COS_RANGE { f64::INFINITY } else { 8.0 * EPS + x.abs() * (2.0f64).powi(-36) }
 }
 
-/// `e` widened by |x| for every subnormal float32 element of `v`: flushed to zero (an
+/// Whether an element whose eager value is `x`, within `e` of what an implementation computes,
+/// may be a subnormal float32 there: the eager value is one, or the interval `x ± e` reaches
+/// below the smallest normal magnitude without being exactly zero.
+fn may_be_subnormal(x: f32, e: f64) -> bool {
+    x.is_subnormal() || (e > 0.0 && f64::from(x.abs()) - e < f64::from(f32::MIN_POSITIVE))
+}
+
+/// `e` widened by |x| for every float32 element of `v` that may be subnormal where it is
+/// computed ([`may_be_subnormal`]): flushed to zero, it is |x| from the eager value (an
 /// approximating backend runs with denormals-are-zero and flush-to-zero).
 fn flush(v: &Val, e: &Bound) -> Bound {
     let Some(x) = f32s(v) else { return e.clone() };
-    if !x.iter().any(|v| v.is_subnormal()) {
+    let a = e.abs(x.len());
+    if !x.iter().zip(&a).any(|(xi, ei)| may_be_subnormal(*xi, *ei)) {
         return e.clone();
     }
-    let mut a = e.abs(x.len());
-    for (ai, xi) in a.iter_mut().zip(x) {
-        if xi.is_subnormal() {
-            *ai += f64::from(xi.abs());
-        }
+    let widened =
+        x.iter().zip(a).map(|(xi, ei)| if may_be_subnormal(*xi, ei) { ei + f64::from(xi.abs()) } else { ei }).collect();
+    Bound::from_abs(widened)
+}
+
+/// A bound below every non-zero float32 difference: the values are equal, but the sign of a
+/// zero may differ.
+pub const SIGN_OF_ZERO: f64 = f64::MIN_POSITIVE;
+
+/// `e`, the bound of a float32 result `out` computed from operands of which some are inexact
+/// (`operands_exact` false), with every exact element loosened to [`SIGN_OF_ZERO`]: a magnitude
+/// bound of 0 does not fix the sign of a zero (`0 · x` is `-0.0` when `x` is negative, and an
+/// inexact `x` may be either), so those elements are equal up to the sign of a zero.
+pub fn signed_zeros(e: Bound, out: &Val, operands_exact: bool) -> Bound {
+    let Some(x) = f32s(out) else { return e };
+    if operands_exact || matches!(e, Bound::Any | Bound::Flags(_)) {
+        return e;
     }
-    Bound::from_abs(a)
+    Bound::Abs(e.abs(x.len()).into_iter().map(|ei| if ei == 0.0 { SIGN_OF_ZERO } else { ei }).collect())
 }
 
 /// The bound of `op` computed by an approximating backend: what [`of_op`] says for an exact

@@ -589,6 +589,7 @@ impl Interp<'_> {
                     let es: Vec<&Bound> = es.iter().collect();
                     let e = super::bound::of_op(op, &a, &es, &v);
                     let e = if self.approximate { super::bound::approximate(op, &a, &es, &v, e) } else { e };
+                    let e = super::bound::signed_zeros(e, &v, es.iter().all(|b| b.is_exact()));
                     (vec![v], vec![e])
                 }
                 Node::Call { module, args } => {
