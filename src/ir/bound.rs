@@ -61,8 +61,30 @@ impl Bound {
         }
     }
 
-    /// Per-element absolute bounds of an `n`-element float tensor.
+    /// Whether every element is exact in magnitude: equal values, though the sign of a zero
+    /// may differ ([`SIGN_OF_ZERO`]).
+    pub fn is_exact_in_magnitude(&self) -> bool {
+        match self {
+            Bound::Abs(v) => v.iter().all(|e| *e <= SIGN_OF_ZERO),
+            other => other.is_exact(),
+        }
+    }
+
+    /// Per-element absolute bounds of an `n`-element float tensor, for the propagation
+    /// formulas: a [`SIGN_OF_ZERO`] entry is 0 there (no op's magnitude depends on the sign of a
+    /// zero operand, but a division's: see `Div`).
     fn abs(&self, n: usize) -> Vec<f64> {
+        let mut v = self.raw_abs(n);
+        for e in &mut v {
+            if *e <= SIGN_OF_ZERO {
+                *e = 0.0;
+            }
+        }
+        v
+    }
+
+    /// Per-element absolute bounds of an `n`-element float tensor, [`SIGN_OF_ZERO`] kept.
+    fn raw_abs(&self, n: usize) -> Vec<f64> {
         match self {
             Bound::Exact => vec![0.0; n],
             Bound::Abs(v) if v.len() == n => v.clone(),
@@ -75,7 +97,8 @@ impl Bound {
     fn flags(&self, n: usize) -> Vec<bool> {
         match self {
             Bound::Exact => vec![false; n],
-            Bound::Abs(v) if v.len() == n => v.iter().map(|e| *e > 0.0).collect(),
+            // A comparison, a cast or a selection does not see the sign of a zero.
+            Bound::Abs(v) if v.len() == n => v.iter().map(|e| *e > SIGN_OF_ZERO).collect(),
             Bound::Flags(v) if v.len() == n => v.clone(),
             _ => vec![true; n],
         }
@@ -108,7 +131,7 @@ impl Bound {
             Bound::Exact => Bound::Exact,
             Bound::Any => Bound::Any,
             Bound::Abs(_) => {
-                let a = self.abs(n_in);
+                let a = self.raw_abs(n_in);
                 Bound::from_abs(map.iter().map(|i| a.get(*i).copied().unwrap_or(f64::INFINITY)).collect())
             }
             Bound::Flags(_) => {
@@ -129,7 +152,7 @@ impl Bound {
         if rows.iter().any(|(_, e)| matches!(e, Bound::Flags(_))) {
             return Bound::from_flags(rows.iter().flat_map(|(n, e)| e.flags(*n)).collect());
         }
-        Bound::from_abs(rows.iter().flat_map(|(n, e)| e.abs(*n)).collect())
+        Bound::from_abs(rows.iter().flat_map(|(n, e)| e.raw_abs(*n)).collect())
     }
 }
 
@@ -315,17 +338,21 @@ fn may_be_subnormal(x: f32, e: f64) -> bool {
     x.is_subnormal() || (e > 0.0 && f64::from(x.abs()) - e < f64::from(f32::MIN_POSITIVE))
 }
 
-/// `e` widened by |x| for every float32 element of `v` that may be subnormal where it is
-/// computed ([`may_be_subnormal`]): flushed to zero, it is |x| from the eager value (an
-/// approximating backend runs with denormals-are-zero and flush-to-zero).
+/// `e` widened to |x| for every float32 element of `v` that may be subnormal where it is
+/// computed ([`may_be_subnormal`]): flushed to zero, it is |x| from the eager value, and
+/// otherwise within `e` of it (an approximating backend runs with denormals-are-zero and
+/// flush-to-zero).
 fn flush(v: &Val, e: &Bound) -> Bound {
     let Some(x) = f32s(v) else { return e.clone() };
     let a = e.abs(x.len());
     if !x.iter().zip(&a).any(|(xi, ei)| may_be_subnormal(*xi, *ei)) {
         return e.clone();
     }
-    let widened =
-        x.iter().zip(a).map(|(xi, ei)| if may_be_subnormal(*xi, ei) { ei + f64::from(xi.abs()) } else { ei }).collect();
+    let widened = x
+        .iter()
+        .zip(a)
+        .map(|(xi, ei)| if may_be_subnormal(*xi, ei) { ei.max(f64::from(xi.abs())) } else { ei })
+        .collect();
     Bound::from_abs(widened)
 }
 
@@ -334,15 +361,18 @@ fn flush(v: &Val, e: &Bound) -> Bound {
 pub const SIGN_OF_ZERO: f64 = f64::MIN_POSITIVE;
 
 /// `e`, the bound of a float32 result `out` computed from operands of which some are inexact
-/// (`operands_exact` false), with every exact element loosened to [`SIGN_OF_ZERO`]: a magnitude
-/// bound of 0 does not fix the sign of a zero (`0 · x` is `-0.0` when `x` is negative, and an
-/// inexact `x` may be either), so those elements are equal up to the sign of a zero.
+/// (`operands_exact` false), with every zero element whose bound is 0 loosened to
+/// [`SIGN_OF_ZERO`]: a magnitude bound of 0 does not fix the sign of a zero (`0 · x` is `-0.0`
+/// when `x` is negative, and an inexact `x` may be either), so those elements are equal up to
+/// the sign of a zero. Non-zero elements keep their bound (a quotient by a zero whose sign may
+/// differ is unbounded already, see `Div`).
 pub fn signed_zeros(e: Bound, out: &Val, operands_exact: bool) -> Bound {
     let Some(x) = f32s(out) else { return e };
-    if operands_exact || matches!(e, Bound::Any | Bound::Flags(_)) {
+    if operands_exact || matches!(e, Bound::Any | Bound::Flags(_)) || !x.contains(&0.0) {
         return e;
     }
-    Bound::Abs(e.abs(x.len()).into_iter().map(|ei| if ei == 0.0 { SIGN_OF_ZERO } else { ei }).collect())
+    let a = e.raw_abs(x.len());
+    Bound::from_abs(x.iter().zip(a).map(|(xi, ei)| if *xi == 0.0 && ei == 0.0 { SIGN_OF_ZERO } else { ei }).collect())
 }
 
 /// The bound of `op` computed by an approximating backend: what [`of_op`] says for an exact
@@ -354,7 +384,8 @@ pub fn approximate(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, exact_mod
     let widened = flushed.iter().zip(errs).any(|(f, e)| f != *e);
     let fr: Vec<&Bound> = flushed.iter().collect();
     let b = match op {
-        Op::Sin | Op::Cos => elementwise(args, &fr, out, |x, e, _| e[0] + approx_sin_cos(x[0])),
+        // The range is checked on every value the operand may take, not the eager one alone.
+        Op::Sin | Op::Cos => elementwise(args, &fr, out, |x, e, _| e[0] + approx_sin_cos(x[0].abs() + e[0])),
         Op::Linear | Op::Mm | Op::Addmm => {
             // Every partial product may be flushed: one smallest normal per term.
             let k = match op {
@@ -374,7 +405,9 @@ pub fn approximate(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, exact_mod
 /// The error of `op` applied to `args` (with errors `errs`), whose eager result is `out`.
 pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
     use Op::*;
-    let all_exact = errs.iter().all(|e| e.is_exact());
+    // Only a division sees the sign of a zero operand (`Div`); elsewhere a result whose
+    // operands are exact in magnitude is too, and `signed_zeros` marks its zeros.
+    let all_exact = errs.iter().all(|e| e.is_exact_in_magnitude());
     match op {
         Add | Sub | Mul if f32s(out).is_none() => {
             if all_exact {
@@ -400,7 +433,14 @@ pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
             // An optimised kernel divides by a one-element operand as a multiplication by its
             // reciprocal: two roundings.
             let recip = args.iter().any(|a| len(a) == 1);
-            elementwise(args, errs, out, |x, e, r| {
+            // x / ±0 is ±inf: a zero divisor whose sign may differ leaves the quotient unknown.
+            let divisor = bmap(shape(out), shape(args[1]));
+            let (bs, ebs) = (f32s(args[1]).unwrap_or(&[]), errs[1].raw_abs(len(args[1])));
+            let unknown: Vec<bool> = divisor
+                .iter()
+                .map(|&j| bs.get(j).is_some_and(|b| *b == 0.0) && ebs.get(j).is_some_and(|e| *e > 0.0))
+                .collect();
+            let quotient = elementwise(args, errs, out, |x, e, r| {
                 let (b, eb) = (x[1].abs(), e[1]);
                 let prop = if e[0] == 0.0 && eb == 0.0 {
                     0.0
@@ -410,7 +450,12 @@ pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
                     f64::INFINITY
                 };
                 prop + if recip && r.is_finite() { 2.0 * ulp(r) } else { 0.0 }
-            })
+            });
+            if !unknown.contains(&true) {
+                return quotient;
+            }
+            let q = quotient.abs(len(out));
+            Bound::from_abs(q.iter().zip(&unknown).map(|(e, u)| if *u { f64::INFINITY } else { *e }).collect())
         }
         Relu if f32s(out).is_none() => {
             if all_exact {
