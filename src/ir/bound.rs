@@ -83,6 +83,17 @@ impl Bound {
         v
     }
 
+    /// This bound of float32 value `v` with every zero element whose sign may differ
+    /// ([`SIGN_OF_ZERO`]) made unbounded: what a division by it can say.
+    fn zeros_of_unknown_sign_unbounded(&self, v: &Val) -> Bound {
+        let (Some(x), Bound::Abs(e)) = (f32s(v), self) else { return self.clone() };
+        let unknown = |(xi, ei): (&f32, &f64)| *xi == 0.0 && *ei > 0.0 && *ei <= SIGN_OF_ZERO;
+        if !x.iter().zip(e).any(unknown) {
+            return self.clone();
+        }
+        Bound::Abs(x.iter().zip(e).map(|p| if unknown(p) { f64::INFINITY } else { *p.1 }).collect())
+    }
+
     /// Per-element absolute bounds of an `n`-element float tensor, [`SIGN_OF_ZERO`] kept.
     fn raw_abs(&self, n: usize) -> Vec<f64> {
         match self {
@@ -433,14 +444,10 @@ pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
             // An optimised kernel divides by a one-element operand as a multiplication by its
             // reciprocal: two roundings.
             let recip = args.iter().any(|a| len(a) == 1);
-            // x / ±0 is ±inf: a zero divisor whose sign may differ leaves the quotient unknown.
-            let divisor = bmap(shape(out), shape(args[1]));
-            let (bs, ebs) = (f32s(args[1]).unwrap_or(&[]), errs[1].raw_abs(len(args[1])));
-            let unknown: Vec<bool> = divisor
-                .iter()
-                .map(|&j| bs.get(j).is_some_and(|b| *b == 0.0) && ebs.get(j).is_some_and(|e| *e > 0.0))
-                .collect();
-            let quotient = elementwise(args, errs, out, |x, e, r| {
+            // x / ±0 is ±inf: a zero divisor whose sign may differ is a divisor of unknown value.
+            let divisor = errs[1].zeros_of_unknown_sign_unbounded(args[1]);
+            let errs = [errs[0], &divisor];
+            elementwise(args, &errs, out, |x, e, r| {
                 let (b, eb) = (x[1].abs(), e[1]);
                 let prop = if e[0] == 0.0 && eb == 0.0 {
                     0.0
@@ -450,12 +457,7 @@ pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
                     f64::INFINITY
                 };
                 prop + if recip && r.is_finite() { 2.0 * ulp(r) } else { 0.0 }
-            });
-            if !unknown.contains(&true) {
-                return quotient;
-            }
-            let q = quotient.abs(len(out));
-            Bound::from_abs(q.iter().zip(&unknown).map(|(e, u)| if *u { f64::INFINITY } else { *e }).collect())
+            })
         }
         Relu if f32s(out).is_none() => {
             if all_exact {
