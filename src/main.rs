@@ -17,6 +17,41 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// Standard output's fate: once its reader has gone (a closed pipe, as under `| head`) nothing
+/// more is written and the command still ends with its own exit code; any other write error
+/// is kept here, and the command then ends with exit 2 naming it.
+static STDOUT_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// Whether standard output's reader has gone.
+static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes `args` (and a newline when `newline`) to standard output, never panicking.
+fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    if STDOUT_GONE.load(Relaxed) || STDOUT_FAILED.get().is_some() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => STDOUT_GONE.store(true, Relaxed),
+        Err(e) => {
+            let _ = STDOUT_FAILED.set(e.to_string());
+        }
+    }
+}
+
+/// `print!` that neither panics nor stops the command when standard output fails.
+macro_rules! out {
+    ($($t:tt)*) => { write_stdout(format_args!($($t)*), false) };
+}
+
+/// `println!` that neither panics nor stops the command when standard output fails.
+macro_rules! outln {
+    ($($t:tt)*) => { write_stdout(format_args!($($t)*), true) };
+}
+
 /// Exit codes, the one policy every command follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Exit {
@@ -358,12 +393,12 @@ fn inspect(a: InspectArgs) -> CmdResult {
             }
         };
         if files.len() > 1 && !a.json && !a.dot {
-            println!("== {}", path.display());
+            outln!("== {}", path.display());
         }
         if is_ptd(&bytes) {
             match format::load_ptd(&bytes) {
-                Ok(ptd) if a.json => println!("{}", pretty(&ptecheck::inspect::ptd_json(&ptd))),
-                Ok(ptd) => print!("{}", ptecheck::inspect::ptd_text(&ptd)),
+                Ok(ptd) if a.json => outln!("{}", pretty(&ptecheck::inspect::ptd_json(&ptd))),
+                Ok(ptd) => out!("{}", ptecheck::inspect::ptd_text(&ptd)),
                 Err(e) => {
                     eprintln!("error: {e} ({})", path.display());
                     status = Exit::Rejected;
@@ -372,9 +407,9 @@ fn inspect(a: InspectArgs) -> CmdResult {
             continue;
         }
         match format::load(&bytes) {
-            Ok(loaded) if a.json => println!("{}", pretty(&ptecheck::inspect::to_json(&loaded))),
-            Ok(loaded) if a.dot => print!("{}", ptecheck::inspect::to_dot(&loaded)),
-            Ok(loaded) => print!("{}", ptecheck::inspect::to_text(&loaded)),
+            Ok(loaded) if a.json => outln!("{}", pretty(&ptecheck::inspect::to_json(&loaded))),
+            Ok(loaded) if a.dot => out!("{}", ptecheck::inspect::to_dot(&loaded)),
+            Ok(loaded) => out!("{}", ptecheck::inspect::to_text(&loaded)),
             Err(e) => {
                 eprintln!("error: {e} ({})", path.display());
                 status = Exit::Rejected;
@@ -397,10 +432,10 @@ fn check(a: CheckArgs) -> CmdResult {
     }
     if violations.is_empty() {
         let methods: Vec<&str> = loaded.program.plans().iter().map(|p| p.name_str()).collect();
-        println!("ok: {} method(s) pass every init-time check: {}", methods.len(), methods.join(", "));
+        outln!("ok: {} method(s) pass every init-time check: {}", methods.len(), methods.join(", "));
         Ok(Exit::Ok)
     } else {
-        println!("{} violation(s)", violations.len());
+        outln!("{} violation(s)", violations.len());
         Ok(Exit::Rejected)
     }
 }
@@ -492,11 +527,11 @@ fn run_versus(a: &RunArgs, cmd: &str) -> CmdResult {
                 (v.method.clone(), json!({"same": v.same(), "ours": v.ours.to_json(), "runner": v.theirs.to_json()}))
             })
             .collect();
-        println!("{}", pretty(&json!({"runner": runner.hello(), "methods": methods, "all_same": all_same})));
+        outln!("{}", pretty(&json!({"runner": runner.hello(), "methods": methods, "all_same": all_same})));
     } else {
         for v in &results {
             let verdict = if v.same() { "same" } else { "DIFFERENT" };
-            println!("{}: {verdict}\n  ours:   {}\n  runner: {}", v.method, v.ours.describe(), v.theirs.describe());
+            outln!("{}: {verdict}\n  ours:   {}\n  runner: {}", v.method, v.ours.describe(), v.theirs.describe());
         }
     }
     Ok(if all_same { Exit::Ok } else { Exit::Failed })
@@ -509,7 +544,7 @@ fn run_expect(session: &Session<'_, '_>, doc: &serde_json::Value, a: &RunArgs) -
     let worst = outcomes.iter().filter_map(|o| o.max_ulps).max();
     if a.json {
         let summary = a.trace.then(|| session.trace().summary());
-        println!("{}", pretty(&json!({"runs": outcomes, "all_ok": all_ok, "max_ulps": worst, "trace": summary})));
+        outln!("{}", pretty(&json!({"runs": outcomes, "all_ok": all_ok, "max_ulps": worst, "trace": summary})));
     } else {
         for o in &outcomes {
             let status = if o.ok {
@@ -519,7 +554,7 @@ fn run_expect(session: &Session<'_, '_>, doc: &serde_json::Value, a: &RunArgs) -
             } else {
                 "MISMATCH"
             };
-            println!(
+            outln!(
                 "{} run {} vs {}: {status} (max gap {} ulp, allowed {}){}",
                 o.method,
                 o.run,
@@ -529,7 +564,7 @@ fn run_expect(session: &Session<'_, '_>, doc: &serde_json::Value, a: &RunArgs) -
                 o.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
             );
         }
-        println!("largest ulp gap: {}", worst.map_or("-".into(), |u| u.to_string()));
+        outln!("largest ulp gap: {}", worst.map_or("-".into(), |u| u.to_string()));
         if a.trace {
             print_trace(session.trace());
         }
@@ -572,7 +607,7 @@ fn run_methods(
             Ok(outs) => {
                 let enc: Vec<serde_json::Value> = outs.iter().map(io::to_json).collect();
                 if !a.json {
-                    println!("{name}: {}", serde_json::to_string(&enc).unwrap_or_default());
+                    outln!("{name}: {}", serde_json::to_string(&enc).unwrap_or_default());
                 }
                 results.insert(name.clone(), json!({"outputs": enc}));
             }
@@ -591,15 +626,15 @@ fn run_methods(
             json!({"loads": loads, "live_while_loaded": live, "resident_bytes_while_loaded": resident,
                    "per_key": multifn.table.stats().into_iter().map(|(k, s)| json!({"cache_key": k.cache_key, "stats": s})).collect::<Vec<_>>()})
         });
-        println!("{}", pretty(&json!({"methods": results, "trace": summary, "multifn_models": models})));
+        outln!("{}", pretty(&json!({"methods": results, "trace": summary, "multifn_models": models})));
     } else if a.trace {
         print_trace(session.trace());
         if loads > 0 {
-            println!(
+            outln!(
                 "multifn models: {loads} load(s); {live} live, {resident} resident bytes while the methods were loaded"
             );
             for (k, s) in multifn.table.stats() {
-                println!("  {}: {} load(s), {} unload(s)", k.cache_key, s.loads, s.unloads);
+                outln!("  {}: {} load(s), {} unload(s)", k.cache_key, s.loads, s.unloads);
             }
         }
     }
@@ -608,12 +643,17 @@ fn run_methods(
 
 fn print_trace(trace: &Trace) {
     let s = trace.summary();
-    println!(
+    outln!(
         "trace: {} init, {} init failed, {} execute, {} destroy, {} live, peak handle bytes {}",
-        s.inits, s.init_failures, s.executes, s.destroys, s.live_handles, s.peak_handle_bytes
+        s.inits,
+        s.init_failures,
+        s.executes,
+        s.destroys,
+        s.live_handles,
+        s.peak_handle_bytes
     );
     for (site, n) in &s.executes_per_site {
-        println!("  executes at {site}: {n}");
+        outln!("  executes at {site}: {n}");
     }
 }
 
@@ -631,7 +671,7 @@ fn emit(a: EmitArgs) -> CmdResult {
         (None, None) => return Err(Rejected(format!("give PROGRAM.json or --example NAME ({})", EXAMPLES.join(", ")))),
     };
     if a.save_json {
-        print!("{}", ptecheck::ir::saved::save(&program));
+        out!("{}", ptecheck::ir::saved::save(&program));
         return Ok(Exit::Ok);
     }
     if a.output.is_none() && !a.listing {
@@ -655,7 +695,7 @@ fn emit(a: EmitArgs) -> CmdResult {
     };
     if a.listing {
         match format::load(&bytes) {
-            Ok(l) => print!("{}", ptecheck::inspect::listing(&l)),
+            Ok(l) => out!("{}", ptecheck::inspect::listing(&l)),
             Err(e) => {
                 eprintln!("error: emitted program does not load: {e}");
                 return Ok(Exit::Failed);
@@ -665,7 +705,7 @@ fn emit(a: EmitArgs) -> CmdResult {
     if let Some(path) = &a.output {
         std::fs::write(path, &bytes).map_err(|e| Rejected(format!("cannot write {}: {e}", path.display())))?;
         if !a.listing {
-            println!("wrote {} ({} bytes)", path.display(), bytes.len());
+            outln!("wrote {} ({} bytes)", path.display(), bytes.len());
         }
     }
     Ok(Exit::Ok)
@@ -730,7 +770,7 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     } else {
         print_campaign(&r);
     }
@@ -752,7 +792,7 @@ fn merge_reports(a: MergeArgs) -> CmdResult {
     }
     let Some(m) = &outcome.merged else { return Ok(Exit::Rejected) };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(m).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(m).unwrap_or_default());
     } else {
         print_campaign(m);
     }
@@ -794,30 +834,40 @@ fn differential(
     let _ = std::fs::remove_dir_all(&workdir);
     let r = r?;
     if a.json {
-        println!("{}", pretty(&serde_json::to_value(&r).unwrap_or_default()));
+        outln!("{}", pretty(&serde_json::to_value(&r).unwrap_or_default()));
     } else {
         let h = &r.runner;
-        println!(
+        outln!(
             "runner: {} {} (backends {}, {} operators)",
             h["name"].as_str().unwrap_or("?"),
             h["version"].as_str().unwrap_or("?"),
             h["backends"],
             h["operators"].as_array().map_or(0, Vec::len)
         );
-        println!(
+        outln!(
             "cases {}  methods run {}  exact {}  within bound {}  mismatch {}  ({:.1} programs/s, {:.1} s)",
-            r.cases, r.methods_run, r.exact, r.within_bound, r.mismatch, r.programs_per_second, r.elapsed_seconds
+            r.cases,
+            r.methods_run,
+            r.exact,
+            r.within_bound,
+            r.mismatch,
+            r.programs_per_second,
+            r.elapsed_seconds
         );
-        println!(
+        outln!(
             "valid programs refused: {:?}  crashes {}  hangs {}  garbage {}  runner starts {}",
-            r.refused, r.crashes, r.hangs, r.garbage, r.runner_starts
+            r.refused,
+            r.crashes,
+            r.hangs,
+            r.garbage,
+            r.runner_starts
         );
-        println!("delegate calls executed by the runner: {:?}", r.delegate_calls);
+        outln!("delegate calls executed by the runner: {:?}", r.delegate_calls);
         for x in &r.refusals {
-            println!("  refused: {x}");
+            outln!("  refused: {x}");
         }
         for m in &r.mismatches {
-            println!(
+            outln!(
                 "MISMATCH case {} {} shared={}: {}",
                 m.case,
                 m.method,
@@ -826,7 +876,7 @@ fn differential(
             );
         }
         for f in &r.runner_failures {
-            println!(
+            outln!(
                 "{} case {} {} shared={}: {}{}",
                 f.outcome.to_uppercase(),
                 f.case,
@@ -837,9 +887,9 @@ fn differential(
             );
         }
         if a.negative {
-            println!("corruptions sent {}  rejected at load {:?}", r.corruptions_sent, r.rejected);
+            outln!("corruptions sent {}  rejected at load {:?}", r.corruptions_sent, r.rejected);
             for f in &r.findings {
-                println!(
+                outln!(
                     "FINDING {} {}: {} time(s); e.g. {} -> {}{}",
                     f.outcome,
                     f.class,
@@ -871,7 +921,7 @@ fn gen_corpus(a: GenArgs) -> CmdResult {
     let s = ptecheck::oracle::conformance::generate_corpus(&opts, &a.output, &mut |n| bar.set_position(n))
         .map_err(|e| Rejected(e.to_string()))?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "wrote {} cases ({} methods; outputs: {} exact, {} with a tolerance, {} unverifiable) to {}",
         s.cases,
         s.methods,
@@ -892,23 +942,27 @@ fn runner(a: RunnerArgs) -> CmdResult {
 }
 
 fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
-    println!(
+    outln!(
         "cases {}  failures {}  {:.1} programs/s  ({:.1} s, {} jobs)",
-        r.cases, r.failures, r.programs_per_second, r.elapsed_seconds, r.jobs
+        r.cases,
+        r.failures,
+        r.programs_per_second,
+        r.elapsed_seconds,
+        r.jobs
     );
-    println!("invariants checked:");
+    outln!("invariants checked:");
     for (k, v) in &r.invariants {
-        println!("  {k:<9} {v}");
+        outln!("  {k:<9} {v}");
     }
-    println!("features generated (programs):");
+    outln!("features generated (programs):");
     let mut names: Vec<String> = ptecheck::generator::feature_names();
     let extra: Vec<String> = r.features.keys().filter(|k| !names.contains(k)).cloned().collect();
     names.extend(extra);
     for f in &names {
-        println!("  {f:<34} {}", r.features.get(f.as_str()).copied().unwrap_or(0));
+        outln!("  {f:<34} {}", r.features.get(f.as_str()).copied().unwrap_or(0));
     }
     let t = &r.timings;
-    println!(
+    outln!(
         "time: generate {:.3}s emit {:.3}s write {:.3}s load {:.3}s init {:.3}s execute {:.3}s eager {:.3}s compare {:.3}s negative {:.3}s",
         r.generate.as_secs_f64(),
         t.emit.as_secs_f64(),
@@ -921,22 +975,25 @@ fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
         t.negative.as_secs_f64()
     );
     if r.failing_cases.len() > 1 {
-        println!("failing cases:");
+        outln!("failing cases:");
         for c in &r.failing_cases {
-            println!("  seed {} case {}: {}  ({})", c.seed, c.case, c.invariant, c.command);
+            outln!("  seed {} case {}: {}  ({})", c.seed, c.case, c.invariant, c.command);
         }
     }
     if let Some(f) = &r.failure {
-        println!(
+        outln!(
             "\nFAILURE at seed {} case {} (shrunk from {} to {} nodes)",
-            f.seed, f.case, f.original_nodes, f.shrunk_nodes
+            f.seed,
+            f.case,
+            f.original_nodes,
+            f.shrunk_nodes
         );
         for x in &f.failures {
-            println!("  {}: {}", x.invariant, x.detail);
+            outln!("  {}: {}", x.invariant, x.detail);
         }
-        println!("reproduce: {}", f.command);
-        println!("\nprogram (text form):\n{}", f.program_text);
-        println!("program (saved JSON; `ptecheck emit FILE.json --listing`):\n{}", f.program_json);
+        outln!("reproduce: {}", f.command);
+        outln!("\nprogram (text form):\n{}", f.program_text);
+        outln!("program (saved JSON; `ptecheck emit FILE.json --listing`):\n{}", f.program_json);
     }
 }
 
@@ -945,14 +1002,11 @@ fn mutants(a: MutantsArgs) -> CmdResult {
     let base = CampaignOptions { seed: a.seed, shrink_budget: 150, ..CampaignOptions::default() };
     let results = ptecheck::oracle::mutants::run_mutants(&base, a.cases, &Fault::all());
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&results).unwrap_or_default());
     } else {
-        println!(
-            "{:<32} {:<7} {:>14} {:>13}  invariant (expected)",
-            "fault", "caught", "cases_to_catch", "shrunk_nodes"
-        );
+        outln!("{:<32} {:<7} {:>14} {:>13}  invariant (expected)", "fault", "caught", "cases_to_catch", "shrunk_nodes");
         for r in &results {
-            println!(
+            outln!(
                 "{:<32} {:<7} {:>14} {:>13}  {} ({})",
                 r.name,
                 r.caught,
@@ -979,11 +1033,18 @@ fn main() -> ExitCode {
         Command::Runner(a) => runner(a),
         Command::MergeReports(a) => merge_reports(a),
     };
-    match result {
-        Ok(e) => e.code(),
+    let exit = match result {
+        Ok(e) => e,
         Err(Rejected(msg)) => {
             eprintln!("error: {msg}");
-            Exit::Rejected.code()
+            Exit::Rejected
         }
+    };
+    match STDOUT_FAILED.get() {
+        Some(e) => {
+            eprintln!("error: cannot write standard output: {e}");
+            exit.max(Exit::Rejected).code()
+        }
+        None => exit.code(),
     }
 }
