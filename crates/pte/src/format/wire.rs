@@ -558,9 +558,16 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
         if up_front != (0, 0) {
             self.charge(len.saturating_mul(up_front.0).saturating_add(up_front.1)).field(name)?;
         }
-        // Grown as elements verify, never reserved from the declared length: an owned element
-        // is up to ~60 times its 4-byte offset, and a bad element may end the vector early.
-        let mut out = Vec::new();
+        // Reserved from the declared length only as far as the budget left would pay for it
+        // (an owned element is up to ~60 times its 4-byte offset, and a bad element may end
+        // the vector early): a vector is allocated once, not grown element by element, and no
+        // vector reserves more than the budget has left.
+        let mut out = if BUILD {
+            let affordable = self.budget.saturating_sub(self.used) / std::mem::size_of::<T>().max(1);
+            Vec::with_capacity(len.min(affordable))
+        } else {
+            Vec::new()
+        };
         for i in 0..len {
             let element = self.element(start + 4 * i, per_element, &mut each).index(i).field(name)?;
             if BUILD {
