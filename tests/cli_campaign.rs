@@ -116,45 +116,36 @@ fn a_configuration_the_generator_cannot_honour_is_refused_naming_the_member() {
     assert!(err.contains("huge.json") && err.contains("`min_methods` is 1000000000; at most 64"), "{err}");
 }
 
+/// Runs `ptecheck ARGS` with its standard output going to `stdout`: its exit code and stderr.
+fn run_into(args: &[&str], stdout: impl Into<std::process::Stdio>) -> (Option<i32>, String) {
+    let out = bin().args(args).stdout(stdout).stderr(std::process::Stdio::piped()).output().expect("runs");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A pipe whose reading end is already closed, as under `ptecheck campaign | head -1` once
+/// `head` is done: every write to it fails with a broken pipe.
+fn closed_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    writer
+}
+
 #[test]
 fn output_whose_reader_has_gone_ends_quietly_with_the_commands_own_exit_code() {
-    // As under `ptecheck campaign | head -1`: the reading end is closed before anything is
-    // written, so every write fails with a broken pipe.
-    let (reader, writer) = std::io::pipe().expect("pipe");
-    drop(reader);
-    let out = bin()
-        .args(["campaign", "--cases", "20", "--seed", "1", "--jobs", "1"])
-        .stdout(writer)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (code, err) = run_into(&["campaign", "--cases", "20", "--seed", "1", "--jobs", "1"], closed_pipe());
+    assert_eq!(code, Some(0), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     // A failing campaign keeps its exit code when nobody reads its report.
-    let (reader, writer) = std::io::pipe().expect("pipe");
-    drop(reader);
-    let out = bin()
-        .args(["campaign", "--cases", "256", "--fault", "drop_last_delegate_output", "--jobs", "2"])
-        .stdout(writer)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let failing = ["campaign", "--cases", "256", "--fault", "drop_last_delegate_output", "--jobs", "2"];
+    let (code, err) = run_into(&failing, closed_pipe());
+    assert_eq!(code, Some(1), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]
 fn output_that_cannot_be_written_is_named_and_the_command_exits_2() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
-    let out = bin()
-        .args(["campaign", "--cases", "20", "--seed", "1", "--jobs", "1"])
-        .stdout(full)
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = run_into(&["campaign", "--cases", "20", "--seed", "1", "--jobs", "1"], full);
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot write standard output") && !err.contains("panicked"), "{err}");
 }
