@@ -41,6 +41,11 @@ pub(crate) struct Decoded {
     pub inline_data: Vec<Option<Range<usize>>>,
 }
 
+/// Most elements a vector of tables reserves before its elements verify; a longer one grows as
+/// they do (`tests/decode_reservation.rs`: 200,000 declared values that break at the first are
+/// refused within the fuzz targets' allocation guard).
+const RESERVED_TABLES: usize = 1024;
+
 /// Verifies and decodes `buf` (the FlatBuffers data of a file of `input_len` bytes).
 ///
 /// The fast pass records nothing on the way; only what it refuses is read again, recording the
@@ -558,13 +563,14 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
         if up_front != (0, 0) {
             self.charge(len.saturating_mul(up_front.0).saturating_add(up_front.1)).field(name)?;
         }
-        // Reserved from the declared length only as far as the budget left would pay for it
-        // (an owned element is up to ~60 times its 4-byte offset, and a bad element may end
-        // the vector early): a vector is allocated once, not grown element by element, and no
-        // vector reserves more than the budget has left.
+        // Reserved from the declared length, so that a vector is allocated once rather than
+        // grown element by element, but only up to RESERVED_TABLES elements and as far as the
+        // budget left would pay for them: an owned element is up to ~60 times its 4-byte
+        // offset, and a bad element may end the vector early, so a long declared length is
+        // paid for as its elements verify.
         let mut out = if BUILD {
             let affordable = self.budget.saturating_sub(self.used) / std::mem::size_of::<T>().max(1);
-            Vec::with_capacity(len.min(affordable))
+            Vec::with_capacity(len.min(affordable).min(RESERVED_TABLES))
         } else {
             Vec::new()
         };
