@@ -129,6 +129,13 @@ fn plan_input_out_of_range() {
     assert!(matches!(e, CheckError::PlanIo { which: "inputs", position: 1, index: 99, .. }), "{e}");
 }
 
+#[test]
+fn plan_output_out_of_range() {
+    // ExecuTorch 1.5.1 loads such a method and refuses only at execute (docs/semantics.md).
+    let e = first(corrupt("cpu_add_mul", |p| p.outputs = Some(vec![-1])));
+    assert!(matches!(e, CheckError::PlanIo { which: "outputs", position: 0, index: -1, .. }), "{e}");
+}
+
 fn first_tensor(p: &mut ExecutionPlan) -> &mut Tensor {
     p.values
         .as_mut()

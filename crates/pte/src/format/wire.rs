@@ -564,10 +564,11 @@ impl<'b, const BUILD: bool, E: Failure> Reader<'b, BUILD, E> {
             self.charge(len.saturating_mul(up_front.0).saturating_add(up_front.1)).field(name)?;
         }
         // Reserved from the declared length, so that a vector is allocated once rather than
-        // grown element by element, but only up to RESERVED_TABLES elements and as far as the
-        // budget left would pay for them: an owned element is up to ~60 times its 4-byte
-        // offset, and a bad element may end the vector early, so a long declared length is
-        // paid for as its elements verify.
+        // grown element by element, but only up to RESERVED_TABLES elements and never more
+        // than the budget has left (the reservation is not charged; each element is, as it
+        // verifies): an owned element is up to ~60 times its 4-byte offset and a bad element
+        // may end the vector early, so what a refused file makes the loader allocate stays
+        // bounded by the cap on each vector being decoded, however long its declared length.
         let mut out = if BUILD {
             let affordable = self.budget.saturating_sub(self.used) / std::mem::size_of::<T>().max(1);
             Vec::with_capacity(len.min(affordable).min(RESERVED_TABLES))
