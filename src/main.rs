@@ -17,28 +17,21 @@ use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Standard output's fate: once its reader has gone (a closed pipe, as under `| head`) nothing
-/// more is written and the command still ends with its own exit code; any other write error
-/// is kept here, and the command then ends with exit 2 naming it.
-static STDOUT_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-/// Whether standard output's reader has gone.
-static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// How standard output ended early, if it did: its reader went away (`None`: a closed pipe, as
+/// under `| head`; nothing more is written and the command keeps its own exit code), or a write
+/// failed otherwise (`Some`: the command then ends with exit 2 naming it).
+static STDOUT_ENDED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 
 /// Writes `args` (and a newline when `newline`) to standard output, never panicking.
 fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
     use std::io::Write;
-    use std::sync::atomic::Ordering::Relaxed;
-    if STDOUT_GONE.load(Relaxed) || STDOUT_FAILED.get().is_some() {
+    if STDOUT_ENDED.get().is_some() {
         return;
     }
     let mut out = std::io::stdout().lock();
     let written = out.write_fmt(args).and_then(|()| if newline { out.write_all(b"\n") } else { Ok(()) });
-    match written.and_then(|()| out.flush()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => STDOUT_GONE.store(true, Relaxed),
-        Err(e) => {
-            let _ = STDOUT_FAILED.set(e.to_string());
-        }
+    if let Err(e) = written.and_then(|()| out.flush()) {
+        let _ = STDOUT_ENDED.set((e.kind() != std::io::ErrorKind::BrokenPipe).then(|| e.to_string()));
     }
 }
 
@@ -1040,11 +1033,11 @@ fn main() -> ExitCode {
             Exit::Rejected
         }
     };
-    match STDOUT_FAILED.get() {
-        Some(e) => {
+    match STDOUT_ENDED.get() {
+        Some(Some(e)) => {
             eprintln!("error: cannot write standard output: {e}");
             exit.max(Exit::Rejected).code()
         }
-        None => exit.code(),
+        Some(None) | None => exit.code(),
     }
 }
