@@ -6,7 +6,9 @@
 //! where the allocator placed pages or which code pages a run touched (with one job, three runs
 //! on 2026-12-02 printed the same bytes). Each run also names the block of cases that set its
 //! peak, and the most heap it held at the end of a block in its first and in its second half:
-//! a campaign that kept something from each case would hold more in the second half.
+//! a campaign that kept something from each case would hold more in the second half. Beside
+//! the heap it prints the most anonymous resident memory (`RssAnon`, Linux) at a block's end in
+//! each half: memory the allocator kept resident after the cases that used it were freed.
 
 #[global_allocator]
 static ALLOCATOR: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);
@@ -17,10 +19,11 @@ use std::process::Command;
 /// Runs one campaign in this process and prints: its peak live heap (bytes); the first case of
 /// the block of cases during which the peak last rose (`end` when it rose after the last case,
 /// while the report was put together); and the most bytes held as each block's last outcome is
-/// merged (what the campaign keeps, plus that one outcome) in the first and the second half.
+/// merged (what the campaign keeps, plus that one outcome) in the first and the second half,
+/// then the most anonymous resident KiB at those moments in each half.
 fn child(cases: u64, jobs: usize) {
     let opts = CampaignOptions { cases, seed: 1, jobs, ..CampaignOptions::default() };
-    let (mut top, mut set_at, mut held) = (0, 0, [0usize; 2]);
+    let (mut top, mut set_at, mut held, mut resident) = (0, 0, [0usize; 2], [0u64; 2]);
     let r = run_with(&opts, &mut |p| {
         let peak = ALLOCATOR.max_allocated();
         if peak > top {
@@ -31,12 +34,21 @@ fn child(cases: u64, jobs: usize) {
         if p.done % BLOCK as u64 == 0 || p.done == p.total {
             let half = usize::from(2 * p.done > p.total);
             held[half] = held[half].max(ALLOCATOR.allocated());
+            resident[half] = resident[half].max(anonymous_resident_kib().unwrap_or(0));
         }
     });
     assert_eq!(r.failures, 0, "the benchmark campaign must be clean");
     let peak = ALLOCATOR.max_allocated();
     let set_at = if peak > top { "end".to_string() } else { set_at.to_string() };
-    println!("{peak} {set_at} {} {}", held[0], held[1]);
+    println!("{peak} {set_at} {} {} {} {}", held[0], held[1], resident[0], resident[1]);
+}
+
+/// This process's anonymous resident memory in KiB (`RssAnon` of `/proc/self/status`), where
+/// the system reports it.
+fn anonymous_resident_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// What a child reported of its campaign (bytes; the block that set the peak, by its first case).
@@ -45,12 +57,18 @@ struct Figures {
     set_at: String,
     held_first_half: u64,
     held_second_half: u64,
+    /// The most anonymous resident memory at a block's end in each half (KiB; 0: not reported).
+    resident: [u64; 2],
 }
 
 /// The figures of a campaign of `cases` on `jobs`, run by a child process.
 fn measure(cases: u64, jobs: usize) -> Result<Figures, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+    // Freed memory goes back to the system at once, so resident memory is what the allocator
+    // keeps, not what it has yet to return (an explicit setting is left as it is).
+    let purge = std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into());
     let out = Command::new(exe)
+        .env("MIMALLOC_PURGE_DELAY", purge)
         .args(["--child", &cases.to_string(), &jobs.to_string()])
         .output()
         .map_err(|e| format!("start: {e}"))?;
@@ -60,11 +78,11 @@ fn measure(cases: u64, jobs: usize) -> Result<Figures, String> {
     let text = String::from_utf8_lossy(&out.stdout);
     let fields: Vec<&str> = text.split_whitespace().collect();
     let num = |k: usize| fields.get(k).and_then(|f| f.parse::<u64>().ok());
-    match (fields.len(), num(0), fields.get(1), num(2), num(3)) {
-        (4, Some(peak), Some(set_at), Some(held_first_half), Some(held_second_half)) => {
-            Ok(Figures { peak, set_at: set_at.to_string(), held_first_half, held_second_half })
+    match (fields.len(), num(0), fields.get(1), num(2), num(3), num(4), num(5)) {
+        (6, Some(peak), Some(set_at), Some(held_first_half), Some(held_second_half), Some(r0), Some(r1)) => {
+            Ok(Figures { peak, set_at: set_at.to_string(), held_first_half, held_second_half, resident: [r0, r1] })
         }
-        _ => Err(format!("child printed {text:?}, not its four figures")),
+        _ => Err(format!("child printed {text:?}, not its six figures")),
     }
 }
 
@@ -81,16 +99,20 @@ fn main() -> Result<(), String> {
     println!(
         "peak live heap of the default campaign (seed 1), the block of {BLOCK} cases (by its first case) that set it,"
     );
-    println!("and the most heap held at the end of a block, in the first / the second half of the run");
+    println!(
+        "and the most heap held / anonymous memory resident at the end of a block, in the first / the second half"
+    );
     for jobs in [1, 2] {
         let (s, l) = (measure(short, jobs)?, measure(long, jobs)?);
         for (cases, f) in [(short, &s), (long, &l)] {
             println!(
-                "jobs {jobs}: {cases:>7} cases  peak {:>7.1} KiB (set in the block from case {:>6})  held {:>6.1} / {:>6.1} KiB",
+                "jobs {jobs}: {cases:>7} cases  peak {:>7.1} KiB (set in the block from case {:>6})  held {:>6.1} / {:>6.1} KiB  resident {:>5} / {:>5} KiB",
                 kib(f.peak),
                 f.set_at,
                 kib(f.held_first_half),
-                kib(f.held_second_half)
+                kib(f.held_second_half),
+                f.resident[0],
+                f.resident[1]
             );
         }
         println!("jobs {jobs}: peak long/short {:.3}", l.peak as f64 / s.peak as f64);
