@@ -130,6 +130,28 @@ fn inside_xnnpack_sin_is_approximate_and_unconstrained_beyond_its_range() {
 }
 
 #[test]
+fn a_comparison_of_two_infinities_either_of_which_may_be_anything_may_flip() {
+    // inf > inf is false, but a value whose bound is unbounded may be finite elsewhere: the
+    // difference of the two infinities is NaN, which must not read as "far apart". Seed
+    // 20261206, case 365792: a scan compared mm(c, k) > c on rows that overflowed to +inf in
+    // the eager run and not in ExecuTorch's (XNNPACK linear), which said true.
+    let inf = f(&[2], &[f32::INFINITY, f32::INFINITY]);
+    let unbounded = Bound::Abs(vec![f64::INFINITY, 0.0]);
+    assert_eq!(
+        bound(Op::GtTensor, &[inf.clone(), inf.clone()], &[unbounded.clone(), Bound::Exact]),
+        Bound::Flags(vec![true, false]),
+        "an unbounded infinity may be anything; an exact one compared with an exact one is decided"
+    );
+    assert_eq!(
+        bound(Op::GtTensor, &[inf.clone(), inf.clone()], &[Bound::Exact, unbounded]),
+        Bound::Flags(vec![true, false])
+    );
+    // With finite bounds an infinity stays that infinity: inf > inf stays false.
+    let finite = Bound::Abs(vec![0.5, 0.5]);
+    assert!(bound(Op::GtTensor, &[inf.clone(), inf], &[finite.clone(), finite]).is_exact());
+}
+
+#[test]
 fn an_infinite_operand_times_an_uncertain_one_is_unbounded_not_exact() {
     // inf * y with y uncertain: inf * 0 in the propagation formula is NaN, which must count as
     // "anything" (it once read as 0 and hid a real difference).

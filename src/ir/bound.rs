@@ -234,7 +234,8 @@ fn flagwise(args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
     )
 }
 
-/// A comparison `a > b` may flip where the operands are within their bounds of each other.
+/// A comparison `a > b` may flip where the operands are within their bounds of each other, or
+/// either may be anything.
 fn comparison(args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
     let o = shape(out).to_vec();
     let maps: Vec<Vec<usize>> = args.iter().map(|a| bmap(&o, shape(a))).collect();
@@ -250,7 +251,9 @@ fn comparison(args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
             .map(|i| {
                 let (a, b) = (vals[0][maps[0][i]], vals.get(1).and_then(|v| v.get(maps[1][i]).copied()).unwrap_or(0.0));
                 let e = es[0][maps[0][i]] + es.get(1).and_then(|v| v.get(maps[1][i]).copied()).unwrap_or(0.0);
-                e > 0.0 && ((a - b).abs() <= e || a.is_nan() || b.is_nan())
+                // An unbounded operand may be anything; without this, two infinities (whose
+                // difference is NaN) would read as decided.
+                e > 0.0 && (e.is_infinite() || (a - b).abs() <= e || a.is_nan() || b.is_nan())
             })
             .collect(),
     )
