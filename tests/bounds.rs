@@ -54,6 +54,42 @@ fn a_division_by_one_element_may_be_a_reciprocal_multiplication() {
 }
 
 #[test]
+fn a_reciprocal_that_is_not_a_normal_float_or_a_quotient_that_overflows_allows_anything() {
+    // a · (1/b) against a / b, where the reciprocal is inexact (values checked in float32):
+    let hex = |bits: u32| f32::from_bits(bits);
+    let div = |a: f32, b: f32| bound(Op::Div, &[f(&[1], &[a]), f(&[1], &[b])], &[Bound::Exact, Bound::Exact]);
+    let unbounded = |b: Bound| matches!(b, Bound::Abs(v) if v[0].is_infinite());
+    // 0x1.829868p+127 / 0x1.829868p-1 is 2^128: +inf, but a · (1/b) is the largest float32.
+    assert!(unbounded(div(hex(0x7f41_4c34), hex(0x3f41_4c34))), "{:?}", div(hex(0x7f41_4c34), hex(0x3f41_4c34)));
+    // 1e-40 / 1e-40 is 1, but 1/1e-40 overflows: a · (1/b) is inf.
+    assert!(unbounded(div(1e-40, 1e-40)));
+    // 1/b subnormal for |b| > 2^126: 0x1.cdb502p+127 / 0x1.e3b984p+127 is 0.95448315 and a · (1/b)
+    // 0.9544834, 4 ulp away.
+    assert!(unbounded(div(hex(0x7f66_da81), hex(0x7f71_dcc2))));
+    // In the normal range the two roundings stay the bound; zero and infinite operands give the
+    // same special value either way.
+    let Bound::Abs(b) = div(1.0, 3.0) else { panic!("bounded") };
+    assert!(b[0] > 0.0 && b[0] <= 3.0 * ulp(1.0 / 3.0), "{}", b[0]);
+    assert!(div(0.0, 3.0).is_exact() && div(1.0, 0.0).is_exact() && div(f32::INFINITY, 3.0).is_exact());
+}
+
+#[test]
+fn a_nan_bias_that_may_be_anything_leaves_a_dot_product_unbounded() {
+    // bias NaN with an unbounded bound (e.g. 0 · inf where the 0 was inexact): another
+    // implementation's bias, hence its sum, may be finite. A NaN sum once made the bound 0.
+    let (x, w) = (f(&[1, 2], &[1.0, 1.0]), f(&[2, 1], &[1.0, 1.0]));
+    let nan = f(&[1], &[f32::NAN]);
+    let b = bound(
+        Op::Addmm,
+        &[nan.clone(), x.clone(), w.clone()],
+        &[Bound::Abs(vec![f64::INFINITY]), Bound::Exact, Bound::Exact],
+    );
+    assert!(matches!(&b, Bound::Abs(v) if v[0].is_infinite()), "{b:?}");
+    // An exact NaN bias gives NaN in every order.
+    assert!(bound(Op::Addmm, &[nan, x, w], &[Bound::Exact, Bound::Exact, Bound::Exact]).is_exact());
+}
+
+#[test]
 fn bounds_propagate_and_comparisons_near_the_edge_may_flip() {
     let x = f(&[2], &[1.0, 5.0]);
     let e = Bound::Abs(vec![0.25, 0.25]);
@@ -149,6 +185,54 @@ fn a_comparison_of_two_infinities_either_of_which_may_be_anything_may_flip() {
     // With finite bounds an infinity stays that infinity: inf > inf stays false.
     let finite = Bound::Abs(vec![0.5, 0.5]);
     assert!(bound(Op::GtTensor, &[inf.clone(), inf], &[finite.clone(), finite]).is_exact());
+}
+
+/// The inputs of method `name`'s first run in a case's `io.json` (float32 tensors only).
+fn recorded_inputs(io: &serde_json::Value, name: &str) -> Vec<Val> {
+    let inputs = io["methods"][name]["runs"][0]["inputs"].as_array().expect("inputs");
+    inputs
+        .iter()
+        .map(|t| {
+            assert_eq!(t["dtype"], "float32", "only float32 inputs are read here");
+            let shape: Vec<usize> =
+                t["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim") as usize).collect();
+            let values: Vec<f32> = t["values"]
+                .as_array()
+                .expect("values")
+                .iter()
+                .map(|v| match v.as_str() {
+                    Some(word) => word.parse::<f32>().expect("inf, -inf or NaN"),
+                    None => v.as_f64().expect("number") as f32,
+                })
+                .collect();
+            f(&shape, &values)
+        })
+        .collect()
+}
+
+#[test]
+fn executorchs_recorded_answers_are_within_the_recomputed_tolerances() {
+    // corpus/tolerance/: each reply once read as a mismatch because of the model, not ExecuTorch.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/tolerance");
+    let mut cases = 0;
+    for entry in std::fs::read_dir(&dir).expect("corpus/tolerance") {
+        let case = entry.expect("entry").path();
+        if !case.is_dir() {
+            continue;
+        }
+        let read = |f: &str| std::fs::read_to_string(case.join(f)).expect(f);
+        let program = ptecheck::ir::saved::load(&read("program.json")).expect("a saved program");
+        let io: serde_json::Value = serde_json::from_str(&read("io.json")).expect("io.json");
+        let reply: serde_json::Value = serde_json::from_str(&read("reply.json")).expect("reply.json");
+        let got = ptecheck::runtime::io::list_from_json(&reply["outputs"], "outputs").expect("the reply's outputs");
+        let run = run_method(&program, "forward", &recorded_inputs(&io, "forward")).expect("runs");
+        assert_eq!(run.outputs.len(), got.len(), "{}", case.display());
+        let verdicts: Vec<Verdict> =
+            run.outputs.iter().zip(&run.bounds).zip(&got).map(|((w, b), g)| compare(&encode(w), b, g)).collect();
+        assert!(!verdicts.contains(&Verdict::Mismatch), "{}: {verdicts:?}", case.display());
+        cases += 1;
+    }
+    assert!(cases > 0, "no case under {}", dir.display());
 }
 
 #[test]

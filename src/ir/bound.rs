@@ -9,12 +9,13 @@
 //! Sources of inexactness: a dot product of n terms (mm, addmm, linear) may be summed in any
 //! order (an optimised BLAS kernel), so two implementations differ by at most
 //! `2·γ(n)·Σ|aᵢbᵢ|` with `γ(n) = n·ε / (1 − n·ε)`, `ε = 2⁻²⁴`; a division by a one-element
-//! tensor may be a multiplication by the reciprocal (2 ulp). Inside a backend that evaluates
-//! transcendentals with polynomial approximations (XNNPACK), sin and cos are within a few
-//! ulp of 1 plus a range-reduction error growing with |x| ([`approximate`]), and subnormal
-//! values are flushed to zero. Everything else is exact, and bounds propagate through each op
-//! by its Lipschitz constant plus one rounding; a float result of an inexact operand may also
-//! differ in the sign of a zero ([`signed_zeros`]).
+//! tensor may be a multiplication by the reciprocal (2 ulp, or anything where the reciprocal
+//! or the quotient leaves the normal float32 range: [`reciprocal_allowance`]). Inside a
+//! backend that evaluates transcendentals with polynomial approximations (XNNPACK), sin and
+//! cos are within a few ulp of 1 plus a range-reduction error growing with |x|
+//! ([`approximate`]), and subnormal values are flushed to zero. Everything else is exact,
+//! and bounds propagate through each op by its Lipschitz constant plus one rounding; a float
+//! result of an inexact operand may also differ in the sign of a zero ([`signed_zeros`]).
 
 use super::Op;
 use super::eval::{Data, Tensor, Val, bmap, eval_op};
@@ -259,6 +260,21 @@ fn comparison(args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
     )
 }
 
+/// What computing `a / b = r` as `a · (1/b)` (two roundings) may change: 2 ulp while `1/b` is a
+/// normal float32 and the product stays below the largest float32; anything where `1/b` is
+/// subnormal or overflows, or where the quotient overflows (the product may not, and the other
+/// way round). Zero, infinite and NaN operands give the same special value either way.
+fn reciprocal_allowance(a: f64, b: f64, r: f64) -> f64 {
+    if a == 0.0 || b == 0.0 || !b.is_finite() || !a.is_finite() {
+        return 0.0;
+    }
+    let (max, reciprocal) = (f64::from(f32::MAX), 1.0 / b.abs());
+    if !(f64::from(f32::MIN_POSITIVE)..=max).contains(&reciprocal) || !r.is_finite() || r.abs() + 2.0 * ulp(r) > max {
+        return f64::INFINITY;
+    }
+    2.0 * ulp(r)
+}
+
 /// `bias + x @ w` (w transposed for linear): per element, the summation-order bound, the
 /// propagated operand errors, and one rounding.
 fn matmul(x: (&Val, &Bound), w: (&Val, &Bound), bias: Option<(&Val, &Bound)>, w_transposed: bool, out: &Val) -> Bound {
@@ -296,6 +312,8 @@ fn matmul(x: (&Val, &Bound), w: (&Val, &Bound), bias: Option<(&Val, &Bound)>, w_
                 let bi = map[i * m + j];
                 let bias = bv.get(bi).copied().unwrap_or(0.0).abs();
                 s += bias;
+                // An infinite or NaN bias is a non-finite term like a product.
+                finite &= bias.is_finite();
                 if bias.is_finite() {
                     s_finite += bias;
                 }
@@ -314,7 +332,14 @@ fn matmul(x: (&Val, &Bound), w: (&Val, &Bound), bias: Option<(&Val, &Bound)>, w_
             } else {
                 let order = if terms >= 2 { 2.0 * gamma(terms) * s } else { 0.0 };
                 let e = order + prop * (1.0 + gamma(terms));
-                if e > 0.0 { e + ulp(ri.abs() + e) } else { 0.0 }
+                // NaN (an infinite gamma times a zero sum): nothing can be said.
+                if e.is_nan() {
+                    f64::INFINITY
+                } else if e > 0.0 {
+                    e + ulp(ri.abs() + e)
+                } else {
+                    0.0
+                }
             };
             out_e.push(e);
         }
@@ -459,7 +484,7 @@ pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
                 } else {
                     f64::INFINITY
                 };
-                prop + if recip && r.is_finite() { 2.0 * ulp(r) } else { 0.0 }
+                prop + if recip { reciprocal_allowance(x[0], x[1], r) } else { 0.0 }
             })
         }
         Relu if f32s(out).is_none() => {
