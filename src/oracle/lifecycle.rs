@@ -14,7 +14,7 @@ use crate::backends::multifn::{self, MultifnBackend};
 use crate::format::LoadedProgram;
 use crate::ir::IrProgram;
 use crate::ir::eval::CallRecord;
-use crate::runtime::{Backend, ErrorCode, HostValue, Runtime, RuntimeError, Session, Site, TraceEvent};
+use crate::runtime::{Backend, ErrorCode, ExecuteSite, HostValue, Runtime, RuntimeError, Session, Site, TraceEvent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -64,6 +64,8 @@ pub struct MethodRun {
     pub events: Vec<LedgerEvent>,
     /// Trace events of the run.
     pub trace: Vec<TraceEvent>,
+    /// Executes the trace counted in the run, per method, delegate, call site and handle.
+    pub trace_executes: BTreeMap<ExecuteSite, usize>,
     /// Ledger inits when `load_method` returned.
     pub inits_at_load: usize,
     /// Live models in the table while the method was loaded, per key.
@@ -103,6 +105,7 @@ pub fn run_method(
         result,
         events: rig.ledger.take(),
         trace: session.trace().take_events(),
+        trace_executes: session.trace().take_executes(),
         inits_at_load,
         live_models,
         loads,
@@ -297,7 +300,7 @@ fn trace_agrees(what: &str, run: &MethodRun, r: &mut Report) {
     let tcount = |f: fn(&TraceEvent) -> bool| run.trace.iter().filter(|e| f(e)).count();
     let trace = (
         tcount(|e| matches!(e, TraceEvent::Init { .. })),
-        tcount(|e| matches!(e, TraceEvent::Execute { .. })),
+        run.trace_executes.values().sum(),
         tcount(|e| matches!(e, TraceEvent::Destroy { .. })),
     );
     r.check(Invariant::Trace, ledger == trace, || {
@@ -316,12 +319,10 @@ fn trace_agrees(what: &str, run: &MethodRun, r: &mut Report) {
             .filter_map(|e| if let LedgerEvent::Execute { site, .. } = e { Some(*site) } else { None })
             .collect(),
     );
-    let ts = sites(
-        run.trace
-            .iter()
-            .filter_map(|e| if let TraceEvent::Execute { site, .. } = e { Some(*site) } else { None })
-            .collect(),
-    );
+    let mut ts: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for (at, n) in &run.trace_executes {
+        *ts.entry((at.site.chain, at.site.instruction)).or_default() += n;
+    }
     r.check(Invariant::Trace, ls == ts, || format!("{what}: executes per site: backends {ls:?}, trace {ts:?}"));
 }
 

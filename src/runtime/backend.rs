@@ -231,17 +231,6 @@ pub enum TraceEvent {
         /// Error code.
         code: ErrorCode,
     },
-    /// One `execute` from a DelegateCall.
-    Execute {
-        /// Method.
-        method: String,
-        /// BackendDelegate index.
-        delegate: usize,
-        /// Calling instruction.
-        site: Site,
-        /// Handle id.
-        handle: u64,
-    },
     /// A `destroy`.
     Destroy {
         /// Method.
@@ -253,13 +242,31 @@ pub enum TraceEvent {
     },
 }
 
+/// Where executes happened: method, BackendDelegate index, calling instruction, handle id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExecuteSite {
+    /// Method.
+    pub method: String,
+    /// BackendDelegate index.
+    pub delegate: usize,
+    /// Calling instruction.
+    pub site: Site,
+    /// Handle id.
+    pub handle: u64,
+}
+
 #[derive(Debug, Default)]
 struct TraceLog {
     events: Vec<TraceEvent>,
+    /// Executes are counted where they happened, not logged one by one: a loop that calls a
+    /// delegate a million times holds one entry, so the trace grows with the program, not with
+    /// how long it runs.
+    executes: BTreeMap<ExecuteSite, usize>,
     next_handle: u64,
 }
 
-/// A shared, append-only record of delegate lifecycle events.
+/// A shared record of delegate lifecycle events (inits, failed inits and destroys in order)
+/// and of how many executes each call site made on each handle.
 #[derive(Clone, Debug, Default)]
 pub struct Trace(Arc<Mutex<TraceLog>>);
 
@@ -292,6 +299,18 @@ impl Trace {
     pub fn record(&self, e: TraceEvent) {
         self.log().events.push(e);
     }
+    /// Counts one `execute` from a DelegateCall.
+    pub fn executed(&self, at: ExecuteSite) {
+        *self.log().executes.entry(at).or_default() += 1;
+    }
+    /// Executes so far, per method, delegate, call site and handle.
+    pub fn executes(&self) -> BTreeMap<ExecuteSite, usize> {
+        self.log().executes.clone()
+    }
+    /// Executes so far, leaving none.
+    pub fn take_executes(&self) -> BTreeMap<ExecuteSite, usize> {
+        std::mem::take(&mut self.log().executes)
+    }
     /// A new unique handle id.
     pub fn next_handle(&self) -> u64 {
         let mut l = self.log();
@@ -321,11 +340,6 @@ impl Trace {
                     s.peak_handle_bytes = s.peak_handle_bytes.max(bytes);
                 }
                 TraceEvent::InitFailed { .. } => s.init_failures += 1,
-                TraceEvent::Execute { method, site, .. } => {
-                    s.executes += 1;
-                    *s.executes_per_site.entry(format!("{method} {}:{}", site.chain, site.instruction)).or_default() +=
-                        1;
-                }
                 TraceEvent::Destroy { handle, .. } => {
                     s.destroys += 1;
                     match live.remove(handle) {
@@ -339,6 +353,12 @@ impl Trace {
             }
         }
         s.live_handles = live.len();
+        for (at, n) in self.log().executes.iter() {
+            s.executes += n;
+            *s.executes_per_site
+                .entry(format!("{} {}:{}", at.method, at.site.chain, at.site.instruction))
+                .or_default() += n;
+        }
         s
     }
 }

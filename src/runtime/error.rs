@@ -56,7 +56,7 @@ impl ErrorCode {
 }
 
 /// Where in a method a check failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Site {
     /// Chain index.
     pub chain: usize,

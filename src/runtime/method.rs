@@ -486,7 +486,7 @@ impl<'a> Method<'a> {
                         detail: "handle already destroyed".into(),
                     });
                 };
-                self.trace.record(TraceEvent::Execute {
+                self.trace.executed(ExecuteSite {
                     method: self.name.clone(),
                     delegate: idx,
                     site,

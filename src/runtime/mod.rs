@@ -19,8 +19,8 @@ pub mod session;
 pub mod value;
 
 pub use backend::{
-    Backend, BackendHandle, BackendOptions, BackendRegistry, DelegateArgs, InitContext, OptionValue, RuntimeOptions,
-    Trace, TraceEvent, TraceSummary,
+    Backend, BackendHandle, BackendOptions, BackendRegistry, DelegateArgs, ExecuteSite, InitContext, OptionValue,
+    RuntimeOptions, Trace, TraceEvent, TraceSummary,
 };
 pub use check::{check_all_methods, check_method};
 pub use error::{CheckError, ErrorCode, RuntimeError, Site};
