@@ -306,23 +306,21 @@ fn trace_agrees(what: &str, run: &MethodRun, r: &mut Report) {
     r.check(Invariant::Trace, ledger == trace, || {
         format!("{what}: backends saw (inits, executes, destroys) = {ledger:?}, the trace says {trace:?}")
     });
-    let sites = |it: Vec<Site>| {
+    // Executes per (chain, instruction), from (site, how many) pairs.
+    let sites = |it: &mut dyn Iterator<Item = (Site, usize)>| {
         let mut m: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-        for s in it {
-            *m.entry((s.chain, s.instruction)).or_default() += 1;
+        for (s, n) in it {
+            *m.entry((s.chain, s.instruction)).or_default() += n;
         }
         m
     };
     let ls = sites(
-        run.events
+        &mut run
+            .events
             .iter()
-            .filter_map(|e| if let LedgerEvent::Execute { site, .. } = e { Some(*site) } else { None })
-            .collect(),
+            .filter_map(|e| if let LedgerEvent::Execute { site, .. } = e { Some((*site, 1)) } else { None }),
     );
-    let mut ts: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-    for (at, n) in &run.trace_executes {
-        *ts.entry((at.site.chain, at.site.instruction)).or_default() += n;
-    }
+    let ts = sites(&mut run.trace_executes.iter().map(|(at, n)| (at.site, *n)));
     r.check(Invariant::Trace, ls == ts, || format!("{what}: executes per site: backends {ls:?}, trace {ts:?}"));
 }
 

@@ -303,10 +303,6 @@ impl Trace {
     pub fn executed(&self, at: ExecuteSite) {
         *self.log().executes.entry(at).or_default() += 1;
     }
-    /// Executes so far, per method, delegate, call site and handle.
-    pub fn executes(&self) -> BTreeMap<ExecuteSite, usize> {
-        self.log().executes.clone()
-    }
     /// Executes so far, leaving none.
     pub fn take_executes(&self) -> BTreeMap<ExecuteSite, usize> {
         std::mem::take(&mut self.log().executes)
@@ -331,7 +327,8 @@ impl Trace {
         let mut live: BTreeMap<u64, usize> = BTreeMap::new();
         let mut destroyed = std::collections::BTreeSet::new();
         let mut bytes = 0usize;
-        for e in self.log().events.iter() {
+        let log = self.log();
+        for e in log.events.iter() {
             match e {
                 TraceEvent::Init { handle, bytes: b, .. } => {
                     s.inits += 1;
@@ -353,7 +350,7 @@ impl Trace {
             }
         }
         s.live_handles = live.len();
-        for (at, n) in self.log().executes.iter() {
+        for (at, n) in log.executes.iter() {
             s.executes += n;
             *s.executes_per_site
                 .entry(format!("{} {}:{}", at.method, at.site.chain, at.site.instruction))
