@@ -5,7 +5,11 @@
 //! through the runtime (the negative checks before issue K; a tenth of the cases). `CASES` sets
 //! the cases per row (default 2000); `SIZES=default` keeps only the first rows; `JOBS_ROUNDS` the
 //! alternating pairs of 1- and 2-job runs whose median ratio is printed (default 5), and
-//! `JOBS_CASES` the cases of each of those runs (default 8000).
+//! `JOBS_CASES` the cases of each of those runs (default 8000). Every row also prints the CPU time
+//! the process spent per case and how busy its jobs were (CPU time / (wall time x jobs)): a
+//! 2-job run below 2x can then be told apart into jobs waiting (busy under 100%) and each case
+//! costing more CPU time while both cores run (the machine). A 1-job run can be a little over
+//! 100% busy: the calling thread merges outcomes beside its one job.
 
 use ptecheck::generator::GenConfig;
 
@@ -13,8 +17,22 @@ use ptecheck::generator::GenConfig;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use ptecheck::oracle::campaign::{CampaignOptions, CampaignResult, run};
 
-fn row(label: &str, opts: &CampaignOptions) -> CampaignResult {
+/// A campaign's result with the CPU time its process spent running it.
+struct Row {
+    result: CampaignResult,
+    cpu_seconds: f64,
+}
+
+/// This process's CPU time so far (seconds, all threads).
+fn process_cpu_seconds() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+fn row(label: &str, opts: &CampaignOptions) -> Row {
+    let cpu = process_cpu_seconds();
     let r = run(opts);
+    let cpu_seconds = process_cpu_seconds() - cpu;
     assert_eq!(r.failures, 0, "the benchmark campaign must be clean ({label})");
     let t = &r.timings;
     let stages = [
@@ -31,16 +49,19 @@ fn row(label: &str, opts: &CampaignOptions) -> CampaignResult {
     let total: f64 = stages.iter().map(|(_, d)| d.as_secs_f64()).sum();
     let split: Vec<String> =
         stages.iter().map(|(name, d)| format!("{name} {:.0}%", 100.0 * d.as_secs_f64() / total.max(1e-9))).collect();
+    let busy = cpu_seconds / (r.elapsed_seconds * r.jobs as f64).max(1e-9);
     println!(
-        "{label:<28} jobs {} {:>6} cases {:>7.2} s {:>8.0} programs/s {:>8.1} µs/case  [{}]",
+        "{label:<28} jobs {} {:>6} cases {:>7.2} s {:>8.0} programs/s {:>8.1} µs/case {:>8.1} CPU µs/case busy {:>3.0}%  [{}]",
         opts.jobs,
         r.cases,
         r.elapsed_seconds,
         r.programs_per_second,
         1e6 * r.elapsed_seconds / r.cases.max(1) as f64,
+        1e6 * cpu_seconds / r.cases.max(1) as f64,
+        100.0 * busy,
         split.join(", ")
     );
-    r
+    Row { result: r, cpu_seconds }
 }
 
 fn main() {
@@ -67,7 +88,7 @@ fn main() {
         let after = row(&format!("no-swarm, {name}"), &no_swarm);
         println!(
             "  per-element negative checks vs every corruption end to end: {:.1}x",
-            after.programs_per_second / before.programs_per_second.max(1e-9)
+            after.result.programs_per_second / before.result.programs_per_second.max(1e-9)
         );
     }
     // One pair of short runs moves by a fifth with the machine's other load: the pairs alternate
@@ -78,14 +99,25 @@ fn main() {
     let jobs_cases = std::env::var("JOBS_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(8000);
     let base = CampaignOptions { cases: jobs_cases, ..base };
     println!("jobs (no-swarm, default size), {rounds} alternating pairs:");
-    let mut ratios: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let one = row("no-swarm, 1 job", &CampaignOptions { swarm: false, ..base.clone() });
-            let two = row("no-swarm, 2 jobs", &CampaignOptions { swarm: false, jobs: 2, ..base.clone() });
-            two.programs_per_second / one.programs_per_second.max(1e-9)
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-    println!("jobs 2 vs 1: median {:.2}x (pairs, sorted: {})", ratios[ratios.len() / 2], shown.join(", "));
+    let (mut ratios, mut busy, mut cpu_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let one = row("no-swarm, 1 job", &CampaignOptions { swarm: false, ..base.clone() });
+        let two = row("no-swarm, 2 jobs", &CampaignOptions { swarm: false, jobs: 2, ..base.clone() });
+        ratios.push(two.result.programs_per_second / one.result.programs_per_second.max(1e-9));
+        busy.push(two.cpu_seconds / (2.0 * two.result.elapsed_seconds).max(1e-9));
+        cpu_ratios.push(two.cpu_seconds / one.cpu_seconds.max(1e-9));
+    }
+    let (ratio, pairs) = median(&mut ratios);
+    println!("jobs 2 vs 1: median {ratio:.2}x (pairs, sorted: {pairs})");
+    let (busy, runs) = median(&mut busy);
+    println!("  2 jobs busy (CPU time / (2 x wall time)): median {busy:.2} (sorted: {runs})");
+    let (cpu, pairs) = median(&mut cpu_ratios);
+    println!("  CPU time per case, 2 jobs vs 1: median {cpu:.2}x (pairs, sorted: {pairs})");
+}
+
+/// The median of `values` and the values sorted, as text.
+fn median(values: &mut [f64]) -> (f64, String) {
+    values.sort_by(f64::total_cmp);
+    let shown: Vec<String> = values.iter().map(|v| format!("{v:.2}")).collect();
+    (values.get(values.len() / 2).copied().unwrap_or(f64::NAN), shown.join(", "))
 }

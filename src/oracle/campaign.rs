@@ -299,8 +299,8 @@ pub struct FailingCase {
     pub command: String,
 }
 
-/// Cases checked in parallel between two in-order merges. Fixed, so that the cases a run
-/// checks before it stops do not depend on the number of jobs.
+/// Cases handed to the workers as one unit and merged in case order once all are checked.
+/// Fixed, so that which cases a run merges before it stops does not depend on the number of jobs.
 pub const BLOCK: usize = 64;
 
 /// What checking one case left, kept until it is merged in case order.
@@ -350,10 +350,60 @@ pub fn effective_jobs(jobs: usize) -> usize {
     if jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { jobs }
 }
 
+/// Blocks being checked at once. While the calling thread merges one block and the last cases of
+/// another finish, the workers have the next block to take cases from, so no worker waits for a
+/// merge or for another worker's last case; what is in flight stays bounded.
+const BLOCKS_IN_FLIGHT: usize = 3;
+
+/// Checks `next_block`'s blocks on `scope`'s pool, [`BLOCKS_IN_FLIGHT`] at a time, and hands
+/// their outcomes to `merge` on this thread in case order until it returns true (stop) or the
+/// blocks run out. A case that panics re-raises its panic here, as a sequential run would.
+fn pipeline<'s>(
+    scope: &rayon::Scope<'s>,
+    opts: &'s CampaignOptions,
+    next_block: &mut dyn FnMut() -> Option<Vec<u64>>,
+    merge: &mut dyn FnMut(CaseOutcome) -> bool,
+) {
+    let (done, finished) = std::sync::mpsc::channel::<(usize, std::thread::Result<Vec<CaseOutcome>>)>();
+    let (mut sent, mut merged) = (0usize, 0usize);
+    let mut arrived: BTreeMap<usize, std::thread::Result<Vec<CaseOutcome>>> = BTreeMap::new();
+    loop {
+        while sent < merged + BLOCKS_IN_FLIGHT {
+            let Some(block) = next_block() else { break };
+            let (done, index) = (done.clone(), sent);
+            scope.spawn(move |_| {
+                let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    block.par_iter().map(|&case| check_one(opts, case)).collect()
+                }));
+                // The receiver outlives every block: it is dropped only after the scope waited for them.
+                let _ = done.send((index, checked));
+            });
+            sent += 1;
+        }
+        if merged == sent {
+            return;
+        }
+        // Every spawned block sends exactly once (a panic is caught and sent), so this waits only
+        // for blocks still being checked.
+        let Ok((index, checked)) = finished.recv() else { return };
+        arrived.insert(index, checked);
+        while let Some(checked) = arrived.remove(&merged) {
+            merged += 1;
+            let outcomes = checked.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for o in outcomes {
+                if merge(o) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Runs a campaign, calling `on_case` after every case (the CLI draws its progress bar there).
 ///
-/// Cases run on `opts.jobs` threads in blocks of [`BLOCK`]; outcomes are merged in case order,
-/// so counts, features and the first failure are the same for any number of jobs.
+/// Cases run on `opts.jobs` threads in blocks of [`BLOCK`], [`BLOCKS_IN_FLIGHT`] blocks at a time;
+/// outcomes are merged on this thread in case order, so counts, features and the first failure
+/// are the same for any number of jobs.
 pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> CampaignResult {
     let start = Instant::now();
     let jobs = effective_jobs(opts.jobs);
@@ -376,47 +426,49 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
     let mut failing_cases = Vec::new();
     let mut first: Option<(u64, Vec<u8>, GenConfig, Report, Generated)> = None;
     let mut ran = 0u64;
-    'blocks: loop {
-        let block: Vec<u64> = cases.by_ref().take(BLOCK).collect();
-        if block.is_empty() {
-            break;
+    // Merges one outcome, in case order; true when the campaign stops there.
+    let mut merge = |o: CaseOutcome| -> bool {
+        ran += 1;
+        gen_time += o.generate;
+        for f in o.features {
+            *features.entry(f).or_default() += 1;
         }
-        let outcomes: Vec<CaseOutcome> = match &pool {
-            Some(pool) => pool.install(|| block.par_iter().map(|&case| check_one(opts, case)).collect()),
-            None => block.iter().map(|&case| check_one(opts, case)).collect(),
-        };
-        for o in outcomes {
-            ran += 1;
-            gen_time += o.generate;
-            for f in o.features {
-                *features.entry(f).or_default() += 1;
+        for (k, v) in o.report.checked.iter() {
+            match invariants.get_mut(k.name()) {
+                Some(n) => *n += v,
+                None => {
+                    invariants.insert(k.name().to_string(), v);
+                }
             }
-            for (k, v) in o.report.checked.iter() {
-                match invariants.get_mut(k.name()) {
-                    Some(n) => *n += v,
-                    None => {
-                        invariants.insert(k.name().to_string(), v);
+        }
+        timings.add(&o.report.timings);
+        if let Some((bytes, cfg, g)) = o.failed {
+            failures += 1;
+            if failing_cases.len() < MAX_LISTED_FAILURES {
+                failing_cases.push(FailingCase {
+                    seed: opts.seed,
+                    case: o.case,
+                    invariant: o.report.first_invariant().unwrap_or_default().to_string(),
+                    command: replay_command(opts, o.case),
+                });
+            }
+            if first.is_none() {
+                first = Some((o.case, bytes, cfg, o.report, g));
+            }
+        }
+        on_case(Progress { done: ran, total, failures });
+        failures > 0 && opts.stop_on_failure
+    };
+    let mut next_block = || Some(cases.by_ref().take(BLOCK).collect::<Vec<u64>>()).filter(|b| !b.is_empty());
+    match &pool {
+        Some(pool) => pool.in_place_scope(|scope| pipeline(scope, opts, &mut next_block, &mut merge)),
+        None => {
+            'blocks: while let Some(block) = next_block() {
+                for case in block {
+                    if merge(check_one(opts, case)) {
+                        break 'blocks;
                     }
                 }
-            }
-            timings.add(&o.report.timings);
-            if let Some((bytes, cfg, g)) = o.failed {
-                failures += 1;
-                if failing_cases.len() < MAX_LISTED_FAILURES {
-                    failing_cases.push(FailingCase {
-                        seed: opts.seed,
-                        case: o.case,
-                        invariant: o.report.first_invariant().unwrap_or_default().to_string(),
-                        command: replay_command(opts, o.case),
-                    });
-                }
-                if first.is_none() {
-                    first = Some((o.case, bytes, cfg, o.report, g));
-                }
-            }
-            on_case(Progress { done: ran, total, failures });
-            if failures > 0 && opts.stop_on_failure {
-                break 'blocks;
             }
         }
     }
