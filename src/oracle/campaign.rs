@@ -350,6 +350,22 @@ pub fn effective_jobs(jobs: usize) -> usize {
     if jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { jobs }
 }
 
+/// The process's pool of `jobs` workers, built by the first campaign that asks for it (`None`:
+/// it cannot be built). Campaigns share pools rather than start threads of their own: a thread
+/// that exits leaves the allocator the pages it used, partly occupied, and a process that ran
+/// campaign after campaign on fresh threads held more memory with each.
+fn worker_pool(jobs: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
+    static POOLS: std::sync::Mutex<BTreeMap<usize, std::sync::Arc<rayon::ThreadPool>>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut pools = POOLS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(pool) = pools.get(&jobs) {
+        return Some(pool.clone());
+    }
+    let pool = std::sync::Arc::new(rayon::ThreadPoolBuilder::new().num_threads(jobs).build().ok()?);
+    pools.insert(jobs, pool.clone());
+    Some(pool)
+}
+
 /// Blocks being checked at once. While the calling thread merges one block and the last cases of
 /// another finish, the workers have the next block to take cases from, so no worker waits for a
 /// merge or for another worker's last case; what is in flight stays bounded.
@@ -415,9 +431,9 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
             (Box::new((0..opts.cases).filter(move |c| c % shards == shard)), total)
         }
     };
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().ok();
+    let pool = worker_pool(jobs);
     // A pool that cannot be built leaves the cases to this thread: the report says so.
-    let jobs = pool.as_ref().map_or(1, rayon::ThreadPool::current_num_threads);
+    let jobs = pool.as_ref().map_or(1, |p| p.current_num_threads());
     let mut invariants: BTreeMap<String, usize> = Invariant::all().iter().map(|i| (i.name().to_string(), 0)).collect();
     let mut features: BTreeMap<String, usize> = BTreeMap::new();
     let mut timings = Timings::default();
