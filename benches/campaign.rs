@@ -2,14 +2,19 @@
 //! one core, with the split of time across stages, for swarm and `--no-swarm` at three program
 //! sizes (default, 2× `max_nodes`, depth 4); then the same campaign on 1 and on 2 jobs, side by
 //! side. With `--no-swarm` each size also runs with every negative corruption sent end to end
-//! through the runtime (the negative checks before issue K; a tenth of the cases). `CASES` sets
-//! the cases per row (default 2000); `SIZES=default` keeps only the first rows; `JOBS_ROUNDS` the
-//! alternating pairs of 1- and 2-job runs whose median ratio is printed (default 5), and
-//! `JOBS_CASES` the cases of each of those runs (default 8000). Every row also prints the CPU time
-//! the process spent per case and how busy its jobs were (CPU time / (wall time x jobs)): a
-//! 2-job run below 2x can then be told apart into jobs waiting (busy under 100%) and each case
-//! costing more CPU time while both cores run (the machine). A 1-job run can be a little over
-//! 100% busy: the calling thread merges outcomes beside its one job.
+//! through the runtime (the negative checks before issue K; a tenth of the cases).
+//!
+//! Settings: `CASES`, the cases per row (default 2000); `SIZES=default` keeps only the first
+//! rows; `SIZE_ROUNDS`, the alternating pairs of default and 2x `max_nodes` runs whose median
+//! ratio of time per case is printed (default 3); `JOBS_ROUNDS`, the alternating pairs of 1- and
+//! 2-job runs whose median ratio is printed (default 5); `JOBS_CASES`, the cases of each of
+//! those runs (default 8000).
+//!
+//! Every row also prints the CPU time the process spent per case and how busy its jobs were
+//! (CPU time / (wall time x jobs)): a 2-job run below 2x can then be told apart into jobs
+//! waiting (busy under 100%) and each case costing more CPU time while both cores run (the
+//! machine). A 1-job run can be a little over 100% busy: the calling thread merges outcomes
+//! beside its one job.
 
 use ptecheck::generator::GenConfig;
 
@@ -90,6 +95,25 @@ fn main() {
             "  per-element negative checks vs every corruption end to end: {:.1}x",
             after.result.programs_per_second / before.result.programs_per_second.max(1e-9)
         );
+    }
+    if !only_default {
+        // One pair of runs moves by a fifth with the machine's other load (the rows above are
+        // one run each): the pairs alternate and the median ratio is the figure.
+        let rounds = std::env::var("SIZE_ROUNDS").ok().and_then(|c| c.parse().ok()).unwrap_or(3usize).max(1);
+        println!("2x max_nodes vs default (no-swarm, time per case), {rounds} alternating pairs:");
+        let per_case = |r: &Row| r.result.elapsed_seconds / r.result.cases.max(1) as f64;
+        let mut ratios: Vec<f64> = (0..rounds)
+            .map(|_| {
+                let one = row("no-swarm, default", &CampaignOptions { swarm: false, ..base.clone() });
+                let two = row(
+                    "no-swarm, 2x max_nodes",
+                    &CampaignOptions { config: sizes[1].1.clone(), swarm: false, ..base.clone() },
+                );
+                per_case(&two) / per_case(&one).max(1e-12)
+            })
+            .collect();
+        let (ratio, pairs) = median(&mut ratios);
+        println!("2x max_nodes vs default: median {ratio:.2}x time per case (pairs, sorted: {pairs})");
     }
     // One pair of short runs moves by a fifth with the machine's other load: the pairs alternate
     // and the median ratio is the figure.
