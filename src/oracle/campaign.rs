@@ -366,10 +366,12 @@ fn worker_pool(jobs: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
     Some(pool)
 }
 
-/// Blocks being checked at once. While the calling thread merges one block and the last cases of
-/// another finish, the workers have the next block to take cases from, so no worker waits for a
-/// merge or for another worker's last case; what is in flight stays bounded.
-const BLOCKS_IN_FLIGHT: usize = 3;
+/// Blocks handed out and not yet merged. While the calling thread merges one block the workers
+/// check the next, and the merge is done before they finish it, so the block after is there
+/// for a worker that is through with its share while the other finishes the last case; what is
+/// in flight stays bounded. With three, the 2-job threads were no busier (98%) and a
+/// 100,000-case campaign's peak RSS was higher.
+const BLOCKS_IN_FLIGHT: usize = 2;
 
 /// Checks `next_block`'s blocks on `scope`'s pool, [`BLOCKS_IN_FLIGHT`] at a time, and hands
 /// their outcomes to `merge` on this thread in case order until it returns true (stop) or the
