@@ -375,7 +375,8 @@ const BLOCKS_IN_FLIGHT: usize = 2;
 
 /// Checks `next_block`'s blocks on `scope`'s pool, [`BLOCKS_IN_FLIGHT`] at a time, and hands
 /// their outcomes to `merge` on this thread in case order until it returns true (stop) or the
-/// blocks run out. A case that panics re-raises its panic here, as a sequential run would.
+/// blocks run out. A case that panics re-raises its panic here, in block order (the other
+/// outcomes of its block are not merged).
 fn pipeline<'s>(
     scope: &rayon::Scope<'s>,
     opts: &'s CampaignOptions,
@@ -393,7 +394,8 @@ fn pipeline<'s>(
                 let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     block.par_iter().map(|&case| check_one(opts, case)).collect()
                 }));
-                // The receiver outlives every block: it is dropped only after the scope waited for them.
+                // After a stop or a re-raised panic the receiver is gone while the scope still
+                // waits for this block: its outcomes are not wanted then, and are dropped here.
                 let _ = done.send((index, checked));
             });
             sent += 1;
@@ -433,8 +435,10 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
             (Box::new((0..opts.cases).filter(move |c| c % shards == shard)), total)
         }
     };
-    let pool = worker_pool(jobs);
-    // A pool that cannot be built leaves the cases to this thread: the report says so.
+    // On one of the pool's own workers, waiting for blocks would keep that worker from checking
+    // them: a campaign started there checks its cases on its own thread, as does one whose pool
+    // cannot be built. The report says so.
+    let pool = worker_pool(jobs).filter(|pool| pool.current_thread_index().is_none());
     let jobs = pool.as_ref().map_or(1, |p| p.current_num_threads());
     let mut invariants: BTreeMap<String, usize> = Invariant::all().iter().map(|i| (i.name().to_string(), 0)).collect();
     let mut features: BTreeMap<String, usize> = BTreeMap::new();
@@ -525,5 +529,23 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
         elapsed_seconds: elapsed.as_secs_f64(),
         timings,
         generate: gen_time,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_campaign_started_on_a_worker_of_its_own_pool_checks_its_cases_on_that_thread() {
+        let opts = CampaignOptions { cases: 150, seed: 3, jobs: 2, ..CampaignOptions::default() };
+        let pool = worker_pool(2).expect("a pool of two workers");
+        let inside = pool.install(|| run(&opts));
+        let outside = run(&opts);
+        assert_eq!((inside.jobs, outside.jobs), (1, 2));
+        assert_eq!(
+            (inside.cases, inside.failures, &inside.features, &inside.invariants),
+            (outside.cases, outside.failures, &outside.features, &outside.invariants)
+        );
     }
 }
