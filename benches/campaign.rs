@@ -69,8 +69,19 @@ fn row(label: &str, opts: &CampaignOptions) -> Row {
     Row { result: r, cpu_seconds }
 }
 
+/// The setting `name` from the environment, or `default`.
+fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `rounds` alternating pairs of rows: one pair of runs moves by a fifth with the machine's
+/// other load, so the figures are medians over the pairs.
+fn alternate(rounds: usize, first: impl Fn() -> Row, second: impl Fn() -> Row) -> Vec<(Row, Row)> {
+    (0..rounds.max(1)).map(|_| (first(), second())).collect()
+}
+
 fn main() {
-    let cases = std::env::var("CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000);
+    let cases = setting("CASES", 2000);
     let only_default = std::env::var("SIZES").is_ok_and(|s| s == "default");
     let base = CampaignOptions { cases, seed: 1, stop_on_failure: false, jobs: 1, ..CampaignOptions::default() };
     let default = GenConfig::default();
@@ -97,40 +108,40 @@ fn main() {
         );
     }
     if !only_default {
-        // One pair of runs moves by a fifth with the machine's other load (the rows above are
-        // one run each): the pairs alternate and the median ratio is the figure.
-        let rounds = std::env::var("SIZE_ROUNDS").ok().and_then(|c| c.parse().ok()).unwrap_or(3usize).max(1);
+        let rounds = setting("SIZE_ROUNDS", 3usize);
         println!("2x max_nodes vs default (no-swarm, time per case), {rounds} alternating pairs:");
         let per_case = |r: &Row| r.result.elapsed_seconds / r.result.cases.max(1) as f64;
-        let mut ratios: Vec<f64> = (0..rounds)
-            .map(|_| {
-                let one = row("no-swarm, default", &CampaignOptions { swarm: false, ..base.clone() });
-                let two = row(
+        let pairs = alternate(
+            rounds,
+            || row("no-swarm, default", &CampaignOptions { swarm: false, ..base.clone() }),
+            || {
+                row(
                     "no-swarm, 2x max_nodes",
                     &CampaignOptions { config: sizes[1].1.clone(), swarm: false, ..base.clone() },
-                );
-                per_case(&two) / per_case(&one).max(1e-12)
-            })
-            .collect();
+                )
+            },
+        );
+        let mut ratios: Vec<f64> = pairs.iter().map(|(one, two)| per_case(two) / per_case(one).max(1e-12)).collect();
         let (ratio, pairs) = median(&mut ratios);
         println!("2x max_nodes vs default: median {ratio:.2}x time per case (pairs, sorted: {pairs})");
     }
-    // One pair of short runs moves by a fifth with the machine's other load: the pairs alternate
-    // and the median ratio is the figure.
     // Each run is long enough (`JOBS_CASES`, default 8,000: seconds) that starting the pool and
     // the first cases' page faults do not weigh on it.
-    let rounds = std::env::var("JOBS_ROUNDS").ok().and_then(|c| c.parse().ok()).unwrap_or(5usize).max(1);
-    let jobs_cases = std::env::var("JOBS_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(8000);
-    let base = CampaignOptions { cases: jobs_cases, ..base };
+    let rounds = setting("JOBS_ROUNDS", 5usize);
+    let base = CampaignOptions { cases: setting("JOBS_CASES", 8000), ..base };
     println!("jobs (no-swarm, default size), {rounds} alternating pairs:");
-    let (mut ratios, mut busy, mut cpu_ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let one = row("no-swarm, 1 job", &CampaignOptions { swarm: false, ..base.clone() });
-        let two = row("no-swarm, 2 jobs", &CampaignOptions { swarm: false, jobs: 2, ..base.clone() });
-        ratios.push(two.result.programs_per_second / one.result.programs_per_second.max(1e-9));
-        busy.push(two.cpu_seconds / (2.0 * two.result.elapsed_seconds).max(1e-9));
-        cpu_ratios.push(two.cpu_seconds / one.cpu_seconds.max(1e-9));
-    }
+    let pairs = alternate(
+        rounds,
+        || row("no-swarm, 1 job", &CampaignOptions { swarm: false, ..base.clone() }),
+        || row("no-swarm, 2 jobs", &CampaignOptions { swarm: false, jobs: 2, ..base.clone() }),
+    );
+    let mut ratios: Vec<f64> = pairs
+        .iter()
+        .map(|(one, two)| two.result.programs_per_second / one.result.programs_per_second.max(1e-9))
+        .collect();
+    let mut busy: Vec<f64> =
+        pairs.iter().map(|(_, two)| two.cpu_seconds / (2.0 * two.result.elapsed_seconds).max(1e-9)).collect();
+    let mut cpu_ratios: Vec<f64> = pairs.iter().map(|(one, two)| two.cpu_seconds / one.cpu_seconds.max(1e-9)).collect();
     let (ratio, pairs) = median(&mut ratios);
     println!("jobs 2 vs 1: median {ratio:.2}x (pairs, sorted: {pairs})");
     let (busy, runs) = median(&mut busy);

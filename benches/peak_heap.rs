@@ -8,11 +8,11 @@
 //! peak, and the least heap it held at the end of a block in its first half (after the first
 //! tenth of its cases, a warm-up) and in its second half (the least, since the next block is
 //! being checked meanwhile): a campaign that kept something from each case would hold more in
-//! the second half. Beside
-//! the heap it prints the most anonymous resident memory (`RssAnon`, Linux) at a block's end in
-//! each half: memory the allocator kept resident after the cases that used it were freed. Last,
-//! one process runs the SHORT campaign AGAIN times (default 3) on 1 and on 2 jobs and prints the
-//! peak live heap and peak RSS (`VmHWM`) after each run: the same cases on the same threads.
+//! the second half. Beside the heap it prints the most anonymous resident memory (`RssAnon`,
+//! Linux) at a block's end in each half: memory the allocator kept resident after the cases
+//! that used it were freed. Last, one process runs the SHORT campaign AGAIN times (default 3)
+//! on 1 and on 2 jobs and prints the peak live heap and peak RSS (`VmHWM`) after each run: the
+//! same cases on the same threads.
 
 #[global_allocator]
 static ALLOCATOR: cap::Cap<mimalloc::MiMalloc> = cap::Cap::new(mimalloc::MiMalloc, usize::MAX);

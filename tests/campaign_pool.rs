@@ -2,6 +2,8 @@
 //! on the threads the first started (fresh threads for each campaign left the allocator the
 //! pages of every exited thread, and a process running campaign after campaign held more memory
 //! with each). Alone in its test binary so that no other test starts or ends threads meanwhile.
+//! Linux: threads are read from /proc/self/task.
+#![cfg(target_os = "linux")]
 
 use ptecheck::oracle::campaign::{CampaignOptions, run};
 use std::collections::BTreeSet;
@@ -15,7 +17,6 @@ fn threads() -> BTreeSet<u64> {
 }
 
 #[test]
-#[cfg(target_os = "linux")]
 fn a_second_campaign_on_as_many_jobs_runs_on_the_threads_of_the_first() {
     let opts = CampaignOptions { cases: 40, seed: 5, jobs: 3, ..CampaignOptions::default() };
     let before = threads();
