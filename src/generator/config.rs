@@ -10,14 +10,18 @@ use std::collections::BTreeSet;
 use strum::IntoEnumIterator;
 use thiserror::Error;
 
+/// The largest accepted `max_total_nodes` (a configuration may lift the budget up to it).
+pub const MAX_TOTAL_NODES: usize = 65536;
+
 /// Largest accepted value of each limit, by member name (`GenConfig::check`). Generation is
 /// bounded by the case's input bytes except for the method count, and nesting depth is
 /// recursion depth, so these are hard limits.
-pub const LIMITS: [(&str, usize); 8] = [
+pub const LIMITS: [(&str, usize); 9] = [
     ("min_methods", 64),
     ("max_methods", 64),
     ("max_depth", 16),
     ("max_nodes", 1024),
+    ("max_total_nodes", MAX_TOTAL_NODES),
     ("max_modules", 64),
     ("max_calls_per_module", 64),
     ("call_percent", 100),
@@ -69,6 +73,9 @@ pub struct GenConfig {
     pub max_depth: usize,
     /// Most nodes per graph body.
     pub max_nodes: usize,
+    /// Most nodes in the whole program (every method, nested body and module graph); past it
+    /// each further graph gets one node and no control flow.
+    pub max_total_nodes: usize,
     /// Most lowered modules.
     pub max_modules: usize,
     /// Most calls of one module per method.
@@ -94,6 +101,7 @@ impl Default for GenConfig {
             max_methods: 4,
             max_depth: 2,
             max_nodes: 8,
+            max_total_nodes: 48,
             max_modules: 4,
             max_calls_per_module: 4,
             call_percent: 40,
@@ -115,6 +123,7 @@ impl GenConfig {
             self.max_methods,
             self.max_depth,
             self.max_nodes,
+            self.max_total_nodes,
             self.max_modules,
             self.max_calls_per_module,
             self.call_percent as usize,
@@ -139,6 +148,7 @@ impl GenConfig {
 
     /// One swarm draw below `self`: each limit uniformly in `[least, configured]`, the
     /// probabilities redrawn within the configured ones, each switch kept on with chance 1/2.
+    /// `max_total_nodes` is kept: it bounds a case's cost (and memory), not its shape.
     /// Calls stay on whenever the configuration allows them: they are what most invariants are
     /// about.
     pub fn swarm(&self, u: &mut Unstructured<'_>) -> GenConfig {
@@ -158,6 +168,7 @@ impl GenConfig {
             max_methods,
             max_depth,
             max_nodes,
+            max_total_nodes: self.max_total_nodes,
             max_modules,
             max_calls_per_module,
             call_percent,

@@ -12,7 +12,9 @@
 //! their results become extra outputs — of the method, of a cond branch (the other branch
 //! rebuilds the same types), of a scan body (extra stacked outputs) or of a module — so every
 //! result the generator makes is one the oracle compares. Map and while bodies, whose outputs
-//! are fixed, make no side ops. After generation, the case's remaining bytes draw its inputs
+//! are fixed, make no side ops. Every node made counts against the program's node budget
+//! (`GenConfig::max_total_nodes`); once it is spent each further graph takes one step and no
+//! control flow. After generation, the case's remaining bytes draw its inputs
 //! (`generator::inputs`) and its run choices.
 
 use super::config::GenConfig;
@@ -140,11 +142,18 @@ struct Ctx<'c, 'u, 'a> {
     partitions: Vec<(usize, usize)>,
     /// Named data the lowered modules need in the program (XNNPACK constants), by key.
     named: Vec<NamedBlob>,
+    /// Nodes the program may still get (`GenConfig::max_total_nodes`), shared with sub-contexts.
+    nodes_left: usize,
 }
 
 impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
     fn on(&self, s: Switch) -> bool {
         self.cfg.features.on(s)
+    }
+
+    /// Takes `n` nodes made from the program's node budget.
+    fn spend(&mut self, n: usize) {
+        self.nodes_left = self.nodes_left.saturating_sub(n);
     }
 
     /// Whether the configuration allows operator `k`.
@@ -504,15 +513,23 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             Place::Map | Place::While => (false, false),
         };
         let n_nodes = 1 + self.pick(self.cfg.max_nodes);
-        for _ in 0..n_nodes {
+        for step in 0..n_nodes {
+            // Every graph takes one step; past the program's node budget, only that one, and
+            // no control flow (whose bodies would take steps of their own).
+            if step > 0 && self.nodes_left == 0 {
+                break;
+            }
+            let before = b.len();
             let can_call = self.on(Switch::Calls) && !self.modules.is_empty() && place != Place::Module;
+            let can_nest = depth < self.cfg.max_depth && place != Place::Module && self.nodes_left > 0;
             if can_call && self.chance(self.cfg.call_percent) {
                 self.call(&mut b, place, &mut p);
-            } else if depth < self.cfg.max_depth && place != Place::Module && self.chance(self.cfg.control_percent) {
+            } else if can_nest && self.chance(self.cfg.control_percent) {
                 self.control(&mut b, depth, place, &mut p);
             } else {
                 self.cpu_op(&mut b, has_consts, &mut p, side_ok, scalars_ok, templates);
             }
+            self.spend(b.len() - before);
         }
         let main = if p.s.is_empty() && !p.d.is_empty() { p.d.clone() } else { p.s.clone() };
         let mut outs: Vec<Ref> = main.iter().rev().take(want).copied().collect();
@@ -572,7 +589,9 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 let then_graph = self.graph(ins.clone(), depth + 1, Place::Cond, 1, &mut rec);
                 let mut else_graph = self.graph(ins, depth + 1, Place::Cond, 1, &mut None);
                 if !ts.is_empty() {
+                    let before = else_graph.nodes.len();
                     replay(&mut else_graph, &ts, &self.modules);
+                    self.spend(else_graph.nodes.len() - before);
                     self.feature(Feature::SideInCond);
                 }
                 let outs = b.node(Node::Cond { pred, then_graph, else_graph, operands }, 1 + ts.len());
@@ -601,6 +620,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 let r1 = cb.op(Op::SymSize { dim: 0 }, &[cb.input(1)]);
                 let limit = cb.op(Op::ScalarAdd, &[r1, r1]);
                 let lt = cb.op(Op::ScalarLt, &[cb.input(0), limit]);
+                self.spend(cb.len());
                 let cond = cb.finish(&[lt]);
                 let mut body = self.graph(vec![ValueType::Int, s.clone()], depth + 1, Place::While, 1, &mut None);
                 // Append `i + step` to the generated body: step = 1 (a size of the [1] constant) or r.
@@ -613,6 +633,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 body.nodes.push(Node::Op { op: Op::ScalarAdd, args: vec![n_consts, step] });
                 let x_out = body.outputs[0];
                 body.outputs = vec![next, x_out];
+                self.spend(2);
                 let outs = b.node(Node::While { cond, body, carried: vec![i0, x], max_iterations: 64 }, 2);
                 p.s.push(outs[1]);
                 self.feature(Feature::While);
@@ -683,8 +704,9 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             let mut sub = self.sub(&cfg);
             let ins = vec![sub.ty(input); n_in];
             let g = sub.graph(ins, 0, Place::Module, 1, &mut None);
-            let f = std::mem::take(&mut sub.features);
+            let (f, left) = (std::mem::take(&mut sub.features), sub.nodes_left);
             self.features.extend(f);
+            self.nodes_left = left;
             g
         };
         let extra_outputs = g.outputs.len() - 1;
@@ -732,6 +754,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             method: 0,
             partitions: Vec::new(),
             named: Vec::new(),
+            nodes_left: self.nodes_left,
         }
     }
 
@@ -747,7 +770,10 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             cfg.features.set(Switch::SideOps, false);
             let mut sub = self.sub(&cfg);
             let s = sub.ty(Pool::S);
-            sub.graph(vec![s], 0, Place::Module, 1, &mut None)
+            let g = sub.graph(vec![s], 0, Place::Module, 1, &mut None);
+            let left = sub.nodes_left;
+            self.nodes_left = left;
+            g
         };
         let slot = self.modules.len();
         self.modules.push(LoweredModule {
@@ -825,6 +851,7 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
         method: 0,
         partitions: Vec::new(),
         named: Vec::new(),
+        nodes_left: cfg.max_total_nodes,
     };
     if ctx.on(Switch::Calls) {
         let k = 1 + ctx.pick(cfg.max_modules.max(1));

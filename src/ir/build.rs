@@ -32,6 +32,16 @@ impl GraphBuilder {
         i
     }
 
+    /// Nodes added so far.
+    pub fn len(&self) -> usize {
+        self.g.nodes.len()
+    }
+
+    /// Whether no node has been added.
+    pub fn is_empty(&self) -> bool {
+        self.g.nodes.is_empty()
+    }
+
     /// Adds a node producing `n_out` values; returns their refs.
     pub fn node(&mut self, node: Node, n_out: usize) -> Vec<Ref> {
         self.g.nodes.push(node);
