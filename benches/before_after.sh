@@ -21,7 +21,10 @@ declare -A jobs=([before]="$(jobs_flag "$before")" [after]="$(jobs_flag "$after"
 # ',"max_total_nodes":65536' for a build that has the node budget (it accepts the member).
 budget_member() {
   printf '{"max_total_nodes":65536}\n' > "$configs/probe.json"
-  if "$1" campaign --cases 1 --config "$configs/probe.json" >/dev/null 2>&1; then echo ',"max_total_nodes":65536'; fi
+  # A build without it refuses the member (exit 2); a failing case would exit 1.
+  local status=0
+  "$1" campaign --cases 1 --config "$configs/probe.json" >/dev/null 2>&1 || status=$?
+  if [ "$status" -ne 2 ]; then echo ',"max_total_nodes":65536'; fi
 }
 declare -A lift=([before]="$(budget_member "$before")" [after]="$(budget_member "$after")")
 # One run: "programs/s<TAB>stage split" (the split in percent of the stages' summed time).
@@ -45,9 +48,9 @@ for size in 'default:' '2x max_nodes:"max_nodes":16' 'depth 4, 2x max_nodes:"max
     flags=(); [ "$mode" = no-swarm ] && flags+=(--no-swarm)
     b=0 a=0 bsplit='' asplit=''
     for _ in $(seq "$rounds"); do
-      IFS=$'\t' read -r r s < <(run before "$before" --config "$configs/${name// /_}.before.json" "${flags[@]}")
+      IFS=$'\t' read -r r s < <(run before "$before" --config "$configs/${name// /_}.before.json" ${flags[@]+"${flags[@]}"})
       if awk -v x="$r" -v y="$b" 'BEGIN {exit !(x > y)}'; then b=$r bsplit=$s; fi
-      IFS=$'\t' read -r r s < <(run after "$after" --config "$configs/${name// /_}.after.json" "${flags[@]}")
+      IFS=$'\t' read -r r s < <(run after "$after" --config "$configs/${name// /_}.after.json" ${flags[@]+"${flags[@]}"})
       if awk -v x="$r" -v y="$a" 'BEGIN {exit !(x > y)}'; then a=$r asplit=$s; fi
     done
     printf '%-34s %12.1f %12.1f %7.2fx\n' "$mode, $name" "$b" "$a" "$(awk -v a="$a" -v b="$b" 'BEGIN {print a / b}')"

@@ -1,15 +1,15 @@
 //! Campaign throughput (`cargo bench --bench campaign`): fully checked programs per second on
 //! one core, with the split of time across stages, for swarm and `--no-swarm` at three program
-//! sizes (default; 2× `max_nodes` and depth 4, both without the program's node budget); then the same campaign on 1 and on 2 jobs, side by
-//! side. With `--no-swarm` each size also runs with every negative corruption sent end to end
-//! through the runtime (the negative checks before issue K; a tenth of the cases).
+//! sizes (default; 2× `max_nodes` and depth 4, both without the program's node budget); then the
+//! same campaign on 1 and on 2 jobs, side by side. With `--no-swarm` each size also runs with
+//! every negative corruption sent end to end through the runtime (the negative checks before
+//! issue K; a tenth of the cases).
 //!
 //! Settings: `CASES`, the cases per row (default 2000); `SIZES=default` keeps only the first
 //! rows; `SIZE_ROUNDS`, the alternating pairs of default and 2x `max_nodes` runs (both without
-//! the node budget) whose median
-//! ratio of time per case is printed (default 3); `JOBS_ROUNDS`, the alternating pairs of 1- and
-//! 2-job runs whose median ratio is printed (default 5); `JOBS_CASES`, the cases of each of
-//! those runs (default 8000).
+//! the node budget) whose median ratio of time per case is printed (default 3); `JOBS_ROUNDS`,
+//! the alternating pairs of 1- and 2-job runs whose median ratio is printed (default 5);
+//! `JOBS_CASES`, the cases of each of those runs (default 8000).
 //!
 //! Every row also prints the CPU time the process spent per case and how busy its jobs were
 //! (CPU time / (wall time x jobs)): a 2-job run below 2x can then be told apart into jobs

@@ -1,9 +1,10 @@
-//! The program's node budget (`GenConfig::max_total_nodes`): the generator draws at most that
-//! many nodes, after which each further graph gets only the one node it must have and no
-//! control flow, so the budget bounds a program whatever `max_nodes` and `max_depth` allow.
+//! The program's node budget (`GenConfig::max_total_nodes`): every node the generator makes is
+//! spent from it, and once it is spent each further graph takes one step and no control flow, so
+//! the budget bounds a program whatever `max_nodes` and `max_depth` allow.
 
 use ptecheck::generator::config::MAX_TOTAL_NODES;
-use ptecheck::generator::{GenConfig, generate_from_bytes};
+use ptecheck::generator::{GenConfig, Switch, Switches, generate_from_bytes};
+use ptecheck::ir::infer::typecheck_program;
 use ptecheck::ir::{Graph, IrProgram};
 use ptecheck::oracle::campaign::case_input;
 
@@ -27,30 +28,143 @@ fn program_size(p: &IrProgram) -> (usize, usize) {
         .fold((0, 0), |(n, g), (n2, g2)| (n + n2, g + g2))
 }
 
-/// A configuration whose nesting could make programs of thousands of nodes.
+/// A configuration whose nesting could make programs of thousands of nodes, while loops on.
 fn deep(max_total_nodes: usize) -> GenConfig {
-    GenConfig { max_depth: 4, max_nodes: 32, control_percent: 40, max_total_nodes, ..GenConfig::default() }
+    let mut cfg =
+        GenConfig { max_depth: 4, max_nodes: 32, control_percent: 40, max_total_nodes, ..GenConfig::default() };
+    cfg.features.set(Switch::WhileLoop, true);
+    cfg
 }
 
-/// The most nodes a graph's one step adds (an operator with a side op and a relu after it, or a
-/// call with a row taken of its result); past the budget each graph takes one such step.
-const STEP: usize = 3;
+/// Configurations that lean on one way of making nodes each: conds whose then-branches record
+/// side ops the else-branches replay; loops of every kind nested below the top level; many
+/// modules, cloned and called, and multi-function partitions.
+fn stressed(max_total_nodes: usize) -> Vec<(&'static str, GenConfig)> {
+    let only = |on: &[Switch]| {
+        let mut w = Switches::none();
+        for s in on {
+            w.set(*s, true);
+        }
+        w
+    };
+    let base = GenConfig { max_total_nodes, ..GenConfig::default() };
+    vec![
+        ("deep", deep(max_total_nodes)),
+        (
+            "replayed side ops",
+            GenConfig {
+                max_depth: 1,
+                max_nodes: 64,
+                control_percent: 50,
+                features: only(&[Switch::Cond, Switch::SideOps, Switch::Constants, Switch::MultiMethod]),
+                ..base.clone()
+            },
+        ),
+        (
+            "nested loops",
+            GenConfig {
+                max_depth: 4,
+                max_nodes: 16,
+                control_percent: 60,
+                features: only(&[Switch::Map, Switch::Scan, Switch::WhileLoop, Switch::Cond, Switch::Constants]),
+                ..base.clone()
+            },
+        ),
+        (
+            "modules",
+            GenConfig {
+                max_modules: 64,
+                max_calls_per_module: 8,
+                call_percent: 80,
+                features: only(&[
+                    Switch::Calls,
+                    Switch::IdenticalPartitions,
+                    Switch::Multifunction,
+                    Switch::MultiMethod,
+                    Switch::Argkeep,
+                    Switch::Scratch,
+                ]),
+                ..base
+            },
+        ),
+    ]
+}
 
-/// Whether `p` keeps to `budget`: at most `budget` nodes, plus one step per graph.
+/// What a graph may add beyond the budget. A control-flow step is made only while the budget
+/// holds all of its own nodes, and spends them before its bodies; a module is cloned only when
+/// its nodes fit. What goes past the budget is one step per graph: an operator (at most two
+/// nodes) with the two it mirrors into a cond's else-branch, or a call, and a partition's call.
+const PER_GRAPH: usize = 4;
+
+/// Whether `p` keeps to `budget`: at most `budget` nodes, plus [`PER_GRAPH`] per graph.
 fn within(p: &IrProgram, budget: usize) -> bool {
     let (nodes, graphs) = program_size(p);
-    nodes <= budget + STEP * graphs
+    nodes <= budget + PER_GRAPH * graphs
 }
 
 #[test]
-fn a_program_keeps_to_its_node_budget_however_deep_the_configuration() {
-    for budget in [1, 16, 48] {
-        for case in 0..1500 {
-            let g = generate_from_bytes(&deep(budget), &case_input(7, case));
-            let (nodes, graphs) = program_size(&g.program);
-            assert!(within(&g.program, budget), "case {case}: {nodes} nodes in {graphs} graphs over budget {budget}");
+fn a_program_keeps_to_its_node_budget_however_it_makes_its_nodes() {
+    for budget in [0, 1, 8, 16, 48] {
+        for (name, cfg) in stressed(budget) {
+            for case in 0..600 {
+                let g = generate_from_bytes(&cfg, &case_input(7, case));
+                let (nodes, graphs) = program_size(&g.program);
+                assert!(
+                    within(&g.program, budget),
+                    "{name}, case {case}: {nodes} nodes in {graphs} graphs over budget {budget}"
+                );
+                // The generator stays total under any budget.
+                if let Err(e) = typecheck_program(&g.program) {
+                    panic!("{name}, case {case} under budget {budget} does not type-check: {e}");
+                }
+            }
         }
     }
+}
+
+#[test]
+fn every_node_made_is_spent_from_the_budget_once() {
+    use arbitrary::Unstructured;
+    use ptecheck::generator::generate_counted;
+    for budget in [0, 8, 48, MAX_TOTAL_NODES] {
+        for (name, cfg) in stressed(budget) {
+            for case in 0..300 {
+                let bytes = case_input(7, case);
+                let (g, spent) = generate_counted(&cfg, &mut Unstructured::new(&bytes), None);
+                let (nodes, _) = program_size(&g.program);
+                assert_eq!(spent, nodes, "{name}, case {case}, budget {budget}: nodes spent and nodes made differ");
+            }
+        }
+    }
+}
+
+#[test]
+fn below_a_control_flow_steps_own_nodes_no_control_flow_is_made() {
+    for budget in [0, 6] {
+        for (name, cfg) in stressed(budget) {
+            for case in 0..300 {
+                let g = generate_from_bytes(&cfg, &case_input(7, case));
+                let nested = g.program.methods.iter().any(|m| m.graph.nodes.iter().any(|n| !n.subgraphs().is_empty()));
+                assert!(!nested, "{name}, case {case}: control flow under budget {budget}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_module_is_cloned_only_when_its_nodes_fit() {
+    let clones = |budget| {
+        let (_, cfg) = stressed(budget).remove(3);
+        (0..600)
+            .filter(|&case| {
+                let g = generate_from_bytes(&cfg, &case_input(7, case));
+                g.features.iter().any(|f| f.starts_with("identical_partitions"))
+            })
+            .count()
+    };
+    // Every module has a node, so none fits a budget of zero; lifted, clones are common.
+    assert_eq!(clones(0), 0);
+    assert!(clones(MAX_TOTAL_NODES) > 60, "clones are drawn when the budget allows them");
 }
 
 #[test]
@@ -64,18 +178,20 @@ fn without_the_budget_the_same_inputs_make_larger_programs() {
 }
 
 #[test]
-fn the_default_budget_binds_rarely_and_swarm_keeps_it() {
+fn the_default_budget_changes_few_swarm_programs_and_swarm_keeps_it() {
     use ptecheck::oracle::campaign::{CampaignOptions, case_config};
     let opts = CampaignOptions::default();
     let budget = GenConfig::default().max_total_nodes;
-    let (mut at_budget, cases) = (0, 4000);
+    let (mut changed, cases) = (0, 4000u64);
     for case in 0..cases {
-        let cfg = case_config(&opts, case as u64);
+        let cfg = case_config(&opts, case);
         assert_eq!(cfg.max_total_nodes, budget, "case {case}: swarm redrew the node budget");
-        let g = generate_from_bytes(&cfg, &case_input(opts.seed, case as u64));
+        let bytes = case_input(opts.seed, case);
+        let g = generate_from_bytes(&cfg, &bytes);
         assert!(within(&g.program, budget), "case {case} is over the default budget");
-        at_budget += usize::from(program_size(&g.program).0 >= budget);
+        let lifted = generate_from_bytes(&GenConfig { max_total_nodes: MAX_TOTAL_NODES, ..cfg }, &bytes);
+        changed += usize::from(g.program != lifted.program);
     }
     // The budget caps the largest default programs (a few in a thousand), not the typical ones.
-    assert!((1..cases / 50).contains(&at_budget), "{at_budget} of {cases} default programs reach the budget");
+    assert!((1..cases as usize / 100).contains(&changed), "the budget changed {changed} of {cases} default programs");
 }

@@ -228,7 +228,9 @@ fn every_corruption_end_to_end_goes_a_window_at_a_time_and_misses_none() {
     use ptecheck::oracle::lifecycle::Rig;
     use ptecheck::oracle::negative::END_TO_END_WINDOW;
     use ptecheck::oracle::{CheckOptions, Report, negative};
-    let cfg = GenConfig { max_nodes: 48, max_methods: 1, ..GenConfig::default() };
+    // Large programs: the node budget lifted.
+    let max_total_nodes = ptecheck::generator::config::MAX_TOTAL_NODES;
+    let cfg = GenConfig { max_nodes: 48, max_methods: 1, max_total_nodes, ..GenConfig::default() };
     let bytes = (0..64u64)
         .find_map(|seed| {
             let g = generate(&cfg, &mut Unstructured::new(&case_input(seed, 0)), None);

@@ -74,7 +74,7 @@ pub struct GenConfig {
     /// Most nodes per graph body.
     pub max_nodes: usize,
     /// Most nodes in the whole program (every method, nested body and module graph); past it
-    /// each further graph gets one node and no control flow.
+    /// each further graph takes one step (at most two nodes) and no control flow.
     pub max_total_nodes: usize,
     /// Most lowered modules.
     pub max_modules: usize,

@@ -13,8 +13,9 @@
 //! rebuilds the same types), of a scan body (extra stacked outputs) or of a module — so every
 //! result the generator makes is one the oracle compares. Map and while bodies, whose outputs
 //! are fixed, make no side ops. Every node made counts against the program's node budget
-//! (`GenConfig::max_total_nodes`); once it is spent each further graph takes one step and no
-//! control flow. After generation, the case's remaining bytes draw its inputs
+//! (`GenConfig::max_total_nodes`), a cond's replayed side ops when its then-branch records them
+//! and a control-flow step's own nodes before its bodies are made; once it is spent each further
+//! graph takes one step and no control flow, and no module is cloned. After generation, the case's remaining bytes draw its inputs
 //! (`generator::inputs`) and its run choices.
 
 use super::config::GenConfig;
@@ -113,6 +114,11 @@ struct ModuleInfo {
     partition: bool,
 }
 
+/// The most nodes a control-flow step makes besides its bodies' (a while loop: the size it
+/// starts from, its 3-node cond graph, the 2 nodes counting in its body, the loop node). A step
+/// is control flow only while the budget has that many left.
+const CONTROL_NODES: usize = 7;
+
 /// Indices of the constants every graph gets when constants are on: `w, b, k, idx, one`.
 const W: usize = 0;
 const B: usize = 1;
@@ -144,6 +150,8 @@ struct Ctx<'c, 'u, 'a> {
     named: Vec<NamedBlob>,
     /// Nodes the program may still get (`GenConfig::max_total_nodes`), shared with sub-contexts.
     nodes_left: usize,
+    /// Nodes spent, past the budget too (handed back by sub-contexts like `nodes_left`).
+    spent: usize,
 }
 
 impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
@@ -154,6 +162,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
     /// Takes `n` nodes made from the program's node budget.
     fn spend(&mut self, n: usize) {
         self.nodes_left = self.nodes_left.saturating_sub(n);
+        self.spent += n;
     }
 
     /// Whether the configuration allows operator `k`.
@@ -519,17 +528,25 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             if step > 0 && self.nodes_left == 0 {
                 break;
             }
-            let before = b.len();
+            // Nodes of this graph not yet spent (a control-flow step spends its own before its
+            // bodies, so they see what is left), and the side ops recorded so far.
+            let mut counted = b.len();
+            let recorded = templates.as_deref().map_or(0, Vec::len);
             let can_call = self.on(Switch::Calls) && !self.modules.is_empty() && place != Place::Module;
-            let can_nest = depth < self.cfg.max_depth && place != Place::Module && self.nodes_left > 0;
+            let can_nest = depth < self.cfg.max_depth && place != Place::Module && self.nodes_left >= CONTROL_NODES;
             if can_call && self.chance(self.cfg.call_percent) {
                 self.call(&mut b, place, &mut p);
             } else if can_nest && self.chance(self.cfg.control_percent) {
-                self.control(&mut b, depth, place, &mut p);
+                self.control(&mut b, depth, place, &mut p, &mut counted);
             } else {
                 self.cpu_op(&mut b, has_consts, &mut p, side_ok, scalars_ok, templates);
             }
-            self.spend(b.len() - before);
+            // A cond's then-branch pays for the nodes its side ops will add to the else-branch.
+            let mirrored: usize = match templates.as_deref() {
+                Some(ts) if place == Place::Cond => ts[recorded..].iter().map(|t| 1 + usize::from(t.relu_after)).sum(),
+                _ => 0,
+            };
+            self.spend(b.len().saturating_sub(counted) + mirrored);
         }
         let main = if p.s.is_empty() && !p.d.is_empty() { p.d.clone() } else { p.s.clone() };
         let mut outs: Vec<Ref> = main.iter().rev().take(want).copied().collect();
@@ -550,7 +567,15 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         b.finish(&outs)
     }
 
-    fn control(&mut self, b: &mut GraphBuilder, depth: usize, place: Place, p: &mut Pools) {
+    /// Before a control-flow step makes its bodies: spends the nodes `b` got since `counted` and
+    /// the `after` nodes the step adds to `b` once its bodies are made, so the bodies see what
+    /// is left and the step's own nodes never go past the budget.
+    fn settle(&mut self, b: &GraphBuilder, counted: &mut usize, after: usize) {
+        self.spend(b.len() - *counted + after);
+        *counted = b.len() + after;
+    }
+
+    fn control(&mut self, b: &mut GraphBuilder, depth: usize, place: Place, p: &mut Pools, counted: &mut usize) {
         let mut kinds = Vec::new();
         // A result handed back from a nested loop is a row of it (select_copy).
         let rows = place == Place::Top || self.can(OpKind::SelectCopy);
@@ -571,6 +596,8 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             return;
         }
         let s = self.ty(Pool::S);
+        // The row `hand_on` takes of a loop's result below the top level.
+        let row = usize::from(place != Place::Top);
         match kinds[self.pick(kinds.len())] {
             0 => {
                 let x = self.from(p, Pool::S);
@@ -586,12 +613,12 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 // The then-branch records its side ops; the else-branch replays them.
                 let mut ts: Vec<Template> = Vec::new();
                 let mut rec = (place == Place::Top).then_some(&mut ts);
+                self.settle(b, counted, 1);
                 let then_graph = self.graph(ins.clone(), depth + 1, Place::Cond, 1, &mut rec);
                 let mut else_graph = self.graph(ins, depth + 1, Place::Cond, 1, &mut None);
                 if !ts.is_empty() {
-                    let before = else_graph.nodes.len();
+                    // Paid for by the then-branch as it recorded them.
                     replay(&mut else_graph, &ts, &self.modules);
-                    self.spend(else_graph.nodes.len() - before);
                     self.feature(Feature::SideInCond);
                 }
                 let outs = b.node(Node::Cond { pred, then_graph, else_graph, operands }, 1 + ts.len());
@@ -606,6 +633,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                     ins.push(s.clone());
                     args.push(self.from(p, Pool::S));
                 }
+                self.settle(b, counted, 1 + row);
                 let body = self.graph(ins, depth + 1, Place::Map, 1, &mut None);
                 let xs = p.stack.unwrap_or_default();
                 let out = b.node(Node::Map { body, xs, args }, 1)[0];
@@ -620,7 +648,9 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 let r1 = cb.op(Op::SymSize { dim: 0 }, &[cb.input(1)]);
                 let limit = cb.op(Op::ScalarAdd, &[r1, r1]);
                 let lt = cb.op(Op::ScalarLt, &[cb.input(0), limit]);
-                self.spend(cb.len());
+                // The cond graph, and the two nodes appended to the body below.
+                self.spend(cb.len() + 2);
+                self.settle(b, counted, 1);
                 let cond = cb.finish(&[lt]);
                 let mut body = self.graph(vec![ValueType::Int, s.clone()], depth + 1, Place::While, 1, &mut None);
                 // Append `i + step` to the generated body: step = 1 (a size of the [1] constant) or r.
@@ -633,7 +663,6 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 body.nodes.push(Node::Op { op: Op::ScalarAdd, args: vec![n_consts, step] });
                 let x_out = body.outputs[0];
                 body.outputs = vec![next, x_out];
-                self.spend(2);
                 let outs = b.node(Node::While { cond, body, carried: vec![i0, x], max_iterations: 64 }, 2);
                 p.s.push(outs[1]);
                 self.feature(Feature::While);
@@ -643,6 +672,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
                 // At the top level the body's side results become extra stacked outputs.
                 let mut ts = Vec::new();
                 let mut rec = (place == Place::Top).then_some(&mut ts);
+                self.settle(b, counted, 1 + row);
                 let body = self.graph(vec![s.clone(), s], depth + 1, Place::Scan, 2, &mut rec);
                 let n_out = body.outputs.len();
                 if n_out > 2 {
@@ -704,9 +734,10 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             let mut sub = self.sub(&cfg);
             let ins = vec![sub.ty(input); n_in];
             let g = sub.graph(ins, 0, Place::Module, 1, &mut None);
-            let (f, left) = (std::mem::take(&mut sub.features), sub.nodes_left);
+            let (f, left, spent) = (std::mem::take(&mut sub.features), sub.nodes_left, sub.spent);
             self.features.extend(f);
             self.nodes_left = left;
+            self.spent += spent;
             g
         };
         let extra_outputs = g.outputs.len() - 1;
@@ -755,6 +786,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             partitions: Vec::new(),
             named: Vec::new(),
             nodes_left: self.nodes_left,
+            spent: 0,
         }
     }
 
@@ -771,8 +803,9 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             let mut sub = self.sub(&cfg);
             let s = sub.ty(Pool::S);
             let g = sub.graph(vec![s], 0, Place::Module, 1, &mut None);
-            let left = sub.nodes_left;
+            let (left, spent) = (sub.nodes_left, sub.spent);
             self.nodes_left = left;
+            self.spent += spent;
             g
         };
         let slot = self.modules.len();
@@ -788,6 +821,13 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         self.partitions.push((self.method, slot));
         self.call_module(b, slot, Place::Top, p);
     }
+}
+
+/// Nodes of `g`, nested bodies included.
+fn node_count(g: &Graph) -> usize {
+    let mut n = 0;
+    g.walk(0, &mut |_, _| n += 1);
+    n
 }
 
 /// Applies a side op to `x` (and `y` or the index constant).
@@ -831,6 +871,11 @@ fn replay(g: &mut Graph, ts: &[Template], modules: &[LoweredModule]) {
 
 /// Generates one valid case (`fault`: a seeded preprocess bug the lowering exhibits, or `None`).
 pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>) -> Generated {
+    generate_counted(cfg, u, fault).0
+}
+
+/// [`generate`], with the nodes it spent from the node budget (past the budget too).
+pub fn generate_counted(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>) -> (Generated, usize) {
     let r = u.int_in_range(1..=3usize).unwrap_or(2);
     let c = u.int_in_range(1..=4usize).unwrap_or(2);
     let n = u.int_in_range(1..=3usize).unwrap_or(2);
@@ -852,14 +897,19 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
         partitions: Vec::new(),
         named: Vec::new(),
         nodes_left: cfg.max_total_nodes,
+        spent: 0,
     };
     if ctx.on(Switch::Calls) {
         let k = 1 + ctx.pick(cfg.max_modules.max(1));
         for _ in 0..k {
             let existing = ctx.modules.len();
-            if ctx.on(Switch::IdenticalPartitions) && existing > 0 && ctx.chance(35) {
-                let orig = ctx.pick(existing);
+            let clone_of = (ctx.on(Switch::IdenticalPartitions) && existing > 0 && ctx.chance(35))
+                .then(|| ctx.pick(existing))
+                // A clone's nodes count against the budget; one that does not fit is not made.
+                .filter(|&orig| node_count(&ctx.modules[orig].graph) <= ctx.nodes_left);
+            if let Some(orig) = clone_of {
                 let mut m = ctx.modules[orig].clone();
+                ctx.spend(node_count(&m.graph));
                 let same = ctx.chance(50);
                 if !same {
                     m.compile_specs.push(("variant".into(), crate::ir::HexBytes(vec![1 + ctx.pick(3) as u8])));
@@ -912,7 +962,10 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
                 let mut b = GraphBuilder::resume(g, types.len());
                 let mut p = Pools { s: vec![o], ..Pools::default() };
                 for _ in 0..n_parts {
+                    // The partition's body is spent as it is made; its call here.
+                    let before = b.len();
                     ctx.partition(&mut b, &mut p);
+                    ctx.spend(b.len() - before);
                 }
                 let mut outs = outs;
                 outs.extend(p.s.last().filter(|l| **l != o));
@@ -1019,7 +1072,7 @@ pub fn generate(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option<Fault>)
     if observed.view_freed {
         features.insert(Feature::ViewFreed.name().to_string());
     }
-    Generated { program, inputs, run: RunChoices { inline_blobs, share_models }, features }
+    (Generated { program, inputs, run: RunChoices { inline_blobs, share_models }, features }, ctx.spent)
 }
 
 /// Generates from raw bytes (for fuzzers and proptest).

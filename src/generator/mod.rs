@@ -12,4 +12,4 @@ pub mod observe;
 
 pub use config::GenConfig;
 pub use features::{Feature, Switch, Switches, feature_names};
-pub use generate::{Generated, RunChoices, generate, generate_from_bytes};
+pub use generate::{Generated, RunChoices, generate, generate_counted, generate_from_bytes};

@@ -32,12 +32,12 @@ impl GraphBuilder {
         i
     }
 
-    /// Nodes added so far.
+    /// Nodes in the graph so far (a resumed graph's included).
     pub fn len(&self) -> usize {
         self.g.nodes.len()
     }
 
-    /// Whether no node has been added.
+    /// Whether the graph has no node yet.
     pub fn is_empty(&self) -> bool {
         self.g.nodes.is_empty()
     }
