@@ -3,7 +3,8 @@
 //! sizes (default; 2× `max_nodes` and depth 4, both without the program's node budget); then the
 //! same campaign on 1 and on 2 jobs, side by side. With `--no-swarm` each size also runs with
 //! every negative corruption sent end to end through the runtime (the negative checks before
-//! issue K; a tenth of the cases).
+//! issue K; a tenth of the cases). First it prints how many default programs, swarm and not, the
+//! generator's node budget changes.
 //!
 //! Settings: `CASES`, the cases per row (default 2000); `SIZES=default` keeps only the first
 //! rows; `SIZE_ROUNDS`, the alternating pairs of default and 2x `max_nodes` runs (both without
@@ -17,12 +18,12 @@
 //! machine). A 1-job run can be a little over 100% busy: the calling thread merges outcomes
 //! beside its one job.
 
-use ptecheck::generator::GenConfig;
 use ptecheck::generator::config::MAX_TOTAL_NODES;
+use ptecheck::generator::{GenConfig, generate_from_bytes};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use ptecheck::oracle::campaign::{CampaignOptions, CampaignResult, run};
+use ptecheck::oracle::campaign::{CampaignOptions, CampaignResult, case_config, case_input, run};
 
 /// A campaign's result with the CPU time its process spent running it.
 struct Row {
@@ -97,6 +98,11 @@ fn main() {
             GenConfig { max_depth: 4, max_nodes: unbudgeted.max_nodes * 2, ..unbudgeted.clone() },
         ),
     ];
+    for swarm in [true, false] {
+        let changed = budget_changes(&CampaignOptions { swarm, ..base.clone() });
+        let mode = if swarm { "swarm" } else { "no-swarm" };
+        println!("the node budget changes {changed} of the first {cases} {mode} default programs");
+    }
     println!("one core:");
     for (i, (name, config)) in sizes.iter().enumerate() {
         if only_default && i > 0 {
@@ -158,6 +164,18 @@ fn main() {
     println!("  2 jobs busy (CPU time / (2 x wall time)): median {busy:.2} (sorted: {runs})");
     let (cpu, pairs) = median(&mut cpu_ratios);
     println!("  CPU time per case, 2 jobs vs 1: median {cpu:.2}x (pairs, sorted: {pairs})");
+}
+
+/// How many of the first `opts.cases` programs of `opts` the node budget changes: generated
+/// again with the budget lifted, they differ.
+fn budget_changes(opts: &CampaignOptions) -> usize {
+    (0..opts.cases)
+        .filter(|&case| {
+            let (config, bytes) = (case_config(opts, case), case_input(opts.seed, case));
+            let lifted = GenConfig { max_total_nodes: MAX_TOTAL_NODES, ..config.clone() };
+            generate_from_bytes(&config, &bytes).program != generate_from_bytes(&lifted, &bytes).program
+        })
+        .count()
 }
 
 /// The median of `values` and the values sorted, as text.

@@ -94,6 +94,8 @@ fn a_configuration_the_generator_cannot_honour_is_refused_naming_the_member() {
     assert_eq!(c.check(), Err(ConfigError::TooLarge { member: "min_methods", value: 1_000_000_000, max: 64 }));
     let c = GenConfig { max_depth: 17, ..GenConfig::default() };
     assert!(matches!(c.check(), Err(ConfigError::TooLarge { member: "max_depth", .. })));
+    let c = GenConfig { max_total_nodes: 65537, ..GenConfig::default() };
+    assert_eq!(c.check(), Err(ConfigError::TooLarge { member: "max_total_nodes", value: 65537, max: 65536 }));
     let c = GenConfig { control_percent: 101, ..GenConfig::default() };
     assert!(matches!(c.check(), Err(ConfigError::TooLarge { member: "control_percent", .. })));
     let c = GenConfig { min_methods: 3, max_methods: 2, ..GenConfig::default() };

@@ -15,8 +15,8 @@
 //! are fixed, make no side ops. Every node made counts against the program's node budget
 //! (`GenConfig::max_total_nodes`), a cond's replayed side ops when its then-branch records them
 //! and a control-flow step's own nodes before its bodies are made; once it is spent each further
-//! graph takes one step and no control flow, and no module is cloned. After generation, the case's remaining bytes draw its inputs
-//! (`generator::inputs`) and its run choices.
+//! graph takes one step and no control flow, and no module is cloned. After generation, the
+//! case's remaining bytes draw its inputs (`generator::inputs`) and its run choices.
 
 use super::config::GenConfig;
 use super::features::{Feature, Switch};
@@ -148,9 +148,16 @@ struct Ctx<'c, 'u, 'a> {
     partitions: Vec<(usize, usize)>,
     /// Named data the lowered modules need in the program (XNNPACK constants), by key.
     named: Vec<NamedBlob>,
-    /// Nodes the program may still get (`GenConfig::max_total_nodes`), shared with sub-contexts.
-    nodes_left: usize,
-    /// Nodes spent, past the budget too (handed back by sub-contexts like `nodes_left`).
+    /// The program's node budget, handed to sub-contexts and taken back from them.
+    budget: Budget,
+}
+
+/// What is left of the program's node budget (`GenConfig::max_total_nodes`) and what was spent.
+#[derive(Clone, Copy)]
+struct Budget {
+    /// Nodes the program may still get.
+    left: usize,
+    /// Nodes spent, past the budget too.
     spent: usize,
 }
 
@@ -161,8 +168,8 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
 
     /// Takes `n` nodes made from the program's node budget.
     fn spend(&mut self, n: usize) {
-        self.nodes_left = self.nodes_left.saturating_sub(n);
-        self.spent += n;
+        self.budget.left = self.budget.left.saturating_sub(n);
+        self.budget.spent += n;
     }
 
     /// Whether the configuration allows operator `k`.
@@ -525,7 +532,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         for step in 0..n_nodes {
             // Every graph takes one step; past the program's node budget, only that one, and
             // no control flow (whose bodies would take steps of their own).
-            if step > 0 && self.nodes_left == 0 {
+            if step > 0 && self.budget.left == 0 {
                 break;
             }
             // Nodes of this graph not yet spent (a control-flow step spends its own before its
@@ -533,7 +540,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             let mut counted = b.len();
             let recorded = templates.as_deref().map_or(0, Vec::len);
             let can_call = self.on(Switch::Calls) && !self.modules.is_empty() && place != Place::Module;
-            let can_nest = depth < self.cfg.max_depth && place != Place::Module && self.nodes_left >= CONTROL_NODES;
+            let can_nest = depth < self.cfg.max_depth && place != Place::Module && self.budget.left >= CONTROL_NODES;
             if can_call && self.chance(self.cfg.call_percent) {
                 self.call(&mut b, place, &mut p);
             } else if can_nest && self.chance(self.cfg.control_percent) {
@@ -734,10 +741,9 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             let mut sub = self.sub(&cfg);
             let ins = vec![sub.ty(input); n_in];
             let g = sub.graph(ins, 0, Place::Module, 1, &mut None);
-            let (f, left, spent) = (std::mem::take(&mut sub.features), sub.nodes_left, sub.spent);
+            let (f, budget) = (std::mem::take(&mut sub.features), sub.budget);
             self.features.extend(f);
-            self.nodes_left = left;
-            self.spent += spent;
+            self.budget = budget;
             g
         };
         let extra_outputs = g.outputs.len() - 1;
@@ -785,8 +791,7 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             method: 0,
             partitions: Vec::new(),
             named: Vec::new(),
-            nodes_left: self.nodes_left,
-            spent: 0,
+            budget: self.budget,
         }
     }
 
@@ -803,9 +808,8 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             let mut sub = self.sub(&cfg);
             let s = sub.ty(Pool::S);
             let g = sub.graph(vec![s], 0, Place::Module, 1, &mut None);
-            let (left, spent) = (sub.nodes_left, sub.spent);
-            self.nodes_left = left;
-            self.spent += spent;
+            let budget = sub.budget;
+            self.budget = budget;
             g
         };
         let slot = self.modules.len();
@@ -821,13 +825,6 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         self.partitions.push((self.method, slot));
         self.call_module(b, slot, Place::Top, p);
     }
-}
-
-/// Nodes of `g`, nested bodies included.
-fn node_count(g: &Graph) -> usize {
-    let mut n = 0;
-    g.walk(0, &mut |_, _| n += 1);
-    n
 }
 
 /// Applies a side op to `x` (and `y` or the index constant).
@@ -896,8 +893,7 @@ pub fn generate_counted(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option
         method: 0,
         partitions: Vec::new(),
         named: Vec::new(),
-        nodes_left: cfg.max_total_nodes,
-        spent: 0,
+        budget: Budget { left: cfg.max_total_nodes, spent: 0 },
     };
     if ctx.on(Switch::Calls) {
         let k = 1 + ctx.pick(cfg.max_modules.max(1));
@@ -906,10 +902,10 @@ pub fn generate_counted(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option
             let clone_of = (ctx.on(Switch::IdenticalPartitions) && existing > 0 && ctx.chance(35))
                 .then(|| ctx.pick(existing))
                 // A clone's nodes count against the budget; one that does not fit is not made.
-                .filter(|&orig| node_count(&ctx.modules[orig].graph) <= ctx.nodes_left);
+                .filter(|&orig| ctx.modules[orig].graph.node_count() <= ctx.budget.left);
             if let Some(orig) = clone_of {
                 let mut m = ctx.modules[orig].clone();
-                ctx.spend(node_count(&m.graph));
+                ctx.spend(m.graph.node_count());
                 let same = ctx.chance(50);
                 if !same {
                     m.compile_specs.push(("variant".into(), crate::ir::HexBytes(vec![1 + ctx.pick(3) as u8])));
@@ -1072,7 +1068,7 @@ pub fn generate_counted(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option
     if observed.view_freed {
         features.insert(Feature::ViewFreed.name().to_string());
     }
-    (Generated { program, inputs, run: RunChoices { inline_blobs, share_models }, features }, ctx.spent)
+    (Generated { program, inputs, run: RunChoices { inline_blobs, share_models }, features }, ctx.budget.spent)
 }
 
 /// Generates from raw bytes (for fuzzers and proptest).

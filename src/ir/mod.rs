@@ -453,4 +453,11 @@ impl Graph {
             }
         }
     }
+
+    /// Nodes of this graph and its sub-graphs.
+    pub fn node_count(&self) -> usize {
+        let mut n = 0;
+        self.walk(0, &mut |_, _| n += 1);
+        n
+    }
 }

@@ -33,7 +33,7 @@ use crate::generator::{Generated, RunChoices};
 use crate::ir::bound::Bound;
 use crate::ir::eval::{CallRecord, run_method, sample_inputs};
 use crate::ir::infer::IrError;
-use crate::ir::{Graph, IrProgram, ValueType, saved};
+use crate::ir::{IrProgram, ValueType, saved};
 use crate::runtime::HostValue;
 use lifecycle::{Expect, Rig};
 use serde::{Deserialize, Serialize};
@@ -172,12 +172,8 @@ pub fn written_again_is_the_same(emitted: &Emitted, bytes: &[u8], loaded: &Loade
 
 /// Total nodes of a program (methods and modules, sub-graphs included).
 pub fn node_count(p: &IrProgram) -> usize {
-    let count = |g: &Graph| {
-        let mut n = 0;
-        g.walk(0, &mut |_, _| n += 1);
-        n
-    };
-    p.methods.iter().map(|m| count(&m.graph)).sum::<usize>() + p.modules.iter().map(|m| count(&m.graph)).sum::<usize>()
+    p.methods.iter().map(|m| m.graph.node_count()).sum::<usize>()
+        + p.modules.iter().map(|m| m.graph.node_count()).sum::<usize>()
 }
 
 /// A case for `ir` with tame inputs seeded by `input_seed` and default run choices.
