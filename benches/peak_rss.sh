@@ -4,11 +4,15 @@
 # Alternates a SHORT-case and a LONG-case campaign (defaults 10,000 and 100,000; JOBS, default 2)
 # ROUNDS times (default 5) and prints every peak (GNU time's maxrss) and each length's median
 # and maximum. Peak RSS of one run moves by a few MB with how the threads' cases interleave, so
-# one pair of runs says little; the medians and maxima of several do.
+# one pair of runs says little; the medians and maxima of several do. NOASLR=1 runs each campaign
+# with address-space randomisation off (`setarch -R`, util-linux): one job's peaks then repeat
+# from run to run, so what is left between the two lengths is the campaign's, not the layout's.
 set -euo pipefail
 bin=${1:-target/release/ptecheck} rounds=${ROUNDS:-5} short=${SHORT:-10000} long=${LONG:-100000}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-0}
-peak() { /usr/bin/time -f '%M' "$bin" campaign --jobs "${JOBS:-2}" --cases "$1" --seed 1 2>&1 >/dev/null | tail -1; }
+launch=()
+if [ "${NOASLR:-0}" = 1 ]; then launch=(setarch -R); fi
+peak() { "${launch[@]}" /usr/bin/time -f '%M' "$bin" campaign --jobs "${JOBS:-2}" --cases "$1" --seed 1 2>&1 >/dev/null | tail -1; }
 s=() l=()
 for _ in $(seq "$rounds"); do
   s+=("$(peak "$short")") l+=("$(peak "$long")")
