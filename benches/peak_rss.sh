@@ -5,8 +5,9 @@
 # ROUNDS times (default 5) and prints every peak (GNU time's maxrss) and each length's median
 # and maximum. Peak RSS of one run moves by a few MB with how the threads' cases interleave, so
 # one pair of runs says little; the medians and maxima of several do. NOASLR=1 runs each campaign
-# with address-space randomisation off (`setarch -R`, util-linux): one job's peaks then repeat
-# from run to run, so what is left between the two lengths is the campaign's, not the layout's.
+# with address-space randomisation off (`setarch -R`, util-linux): with JOBS=1 the peaks then
+# repeat from run to run, so what is left between the two lengths is the campaign's, not the
+# layout's (two jobs still vary with which cases run side by side).
 set -euo pipefail
 bin=${1:-target/release/ptecheck} rounds=${ROUNDS:-5} short=${SHORT:-10000} long=${LONG:-100000}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-0}
