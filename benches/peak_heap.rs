@@ -59,21 +59,14 @@ fn child_again(cases: u64, jobs: usize, times: u64) {
     for _ in 0..times {
         let r = run_with(&opts, &mut |_| {});
         assert_eq!(r.failures, 0, "the benchmark campaign must be clean");
-        println!("{} {}", ALLOCATOR.max_allocated(), status_kib("VmHWM:").unwrap_or(0));
+        println!("{} {}", ALLOCATOR.max_allocated(), ptecheck::oracle::resident::peak_kib().unwrap_or(0));
     }
 }
 
 /// This process's anonymous resident memory in KiB (`RssAnon` of `/proc/self/status`), where
 /// the system reports it.
 fn anonymous_resident_kib() -> Option<u64> {
-    status_kib("RssAnon:")
-}
-
-/// A KiB figure of `/proc/self/status` (Linux), by its key.
-fn status_kib(key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    ptecheck::oracle::resident::status_kib("RssAnon")
 }
 
 /// What a child reported of its campaign (bytes; the block that set the peak, by its first case).

@@ -935,8 +935,9 @@ fn runner(a: RunnerArgs) -> CmdResult {
 }
 
 fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
+    let peak = r.peak_rss_kib.map_or(String::new(), |kib| format!(", peak RSS {:.1} MiB", kib as f64 / 1024.0));
     outln!(
-        "cases {}  failures {}  {:.1} programs/s  ({:.1} s, {} jobs)",
+        "cases {}  failures {}  {:.1} programs/s  ({:.1} s, {} jobs{peak})",
         r.cases,
         r.failures,
         r.programs_per_second,

@@ -7,21 +7,44 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ptecheck"))
 }
 
+/// The `--json` reports of the two shards of a 40-case campaign (seed 3), written into `dir`.
+fn two_shard_reports(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    (0..2)
+        .map(|i| {
+            let out = bin()
+                .args([
+                    "campaign",
+                    "--cases",
+                    "40",
+                    "--seed",
+                    "3",
+                    "--jobs",
+                    "2",
+                    "--json",
+                    "--shard",
+                    &format!("{i}/2"),
+                ])
+                .output()
+                .expect("runs");
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            let path = dir.join(format!("report-{i}.json"));
+            std::fs::write(&path, &out.stdout).expect("writes");
+            path
+        })
+        .collect()
+}
+
+/// `merge-reports --json` of `paths`: its exit code and report.
+fn merged(paths: &[std::path::PathBuf]) -> (Option<i32>, serde_json::Value) {
+    let out = bin().arg("merge-reports").arg("--json").args(paths).output().expect("runs");
+    (out.status.code(), serde_json::from_slice(&out.stdout).unwrap_or_default())
+}
+
 #[test]
 fn shard_reports_written_by_the_cli_merge_and_a_bad_report_is_named() {
     let dir = tempfile::Builder::new().prefix("ptecheck-cli-merge-").tempdir().expect("temporary directory");
     let dir = dir.path();
-    let mut paths = Vec::new();
-    for i in 0..2 {
-        let out = bin()
-            .args(["campaign", "--cases", "40", "--seed", "3", "--jobs", "2", "--json", "--shard", &format!("{i}/2")])
-            .output()
-            .expect("runs");
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        let path = dir.join(format!("report-{i}.json"));
-        std::fs::write(&path, &out.stdout).expect("writes");
-        paths.push(path);
-    }
+    let paths = two_shard_reports(dir);
     let out = bin().arg("merge-reports").arg("--json").args(&paths).output().expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let merged: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
@@ -44,6 +67,49 @@ fn shard_reports_written_by_the_cli_merge_and_a_bad_report_is_named() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("report-0.json: report 2: shard 0 is already in report 0"), "{err}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_report_names_its_peak_rss_and_a_merge_keeps_the_largest_shards() {
+    let dir = tempfile::Builder::new().prefix("ptecheck-cli-peak-").tempdir().expect("temporary directory");
+    let paths = two_shard_reports(dir.path());
+    let reports: Vec<serde_json::Value> =
+        paths.iter().map(|p| serde_json::from_slice(&std::fs::read(p).expect("reads")).expect("json")).collect();
+    for r in &reports {
+        // The process's own high-water mark: more than the MiB a process of this size cannot
+        // stay under (the binary's code alone is more).
+        let kib = r["peak_rss_kib"].as_u64().expect("a peak in KiB");
+        assert!(kib > 1024, "peak RSS {kib} KiB");
+    }
+    // Each shard ran in a process of its own: the merge keeps the largest peak, whichever report
+    // has it, and a report without one (the system did not say, or written before the member
+    // was kept) takes nothing away.
+    let set = |i: usize, peak: Option<u64>| {
+        let mut r = reports[i].clone();
+        match peak {
+            Some(kib) => r["peak_rss_kib"] = kib.into(),
+            None => drop(r.as_object_mut().expect("an object").remove("peak_rss_kib")),
+        }
+        std::fs::write(&paths[i], serde_json::to_vec(&r).expect("json")).expect("writes");
+    };
+    for (a, b, want) in [
+        (Some(5_000), Some(9_000), Some(9_000)),
+        (Some(9_000), Some(5_000), Some(9_000)),
+        (None, Some(7_000), Some(7_000)),
+        (Some(7_000), None, Some(7_000)),
+        (None, None, None),
+    ] {
+        set(0, a);
+        set(1, b);
+        let (code, m) = merged(&paths);
+        assert_eq!(code, Some(0));
+        assert_eq!(m["peak_rss_kib"].as_u64(), want, "{a:?} and {b:?}");
+    }
+    // The text report says it.
+    let out = bin().args(["campaign", "--cases", "3", "--seed", "3"]).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().next().is_some_and(|l| l.contains("peak RSS") && l.ends_with("MiB)")), "{text}");
 }
 
 #[test]

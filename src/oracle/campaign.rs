@@ -163,6 +163,12 @@ pub struct CampaignResult {
     pub timings: Timings,
     /// Time generating programs.
     pub generate: Duration,
+    /// The most memory the process had held resident when the report was made, in KiB
+    /// ([`super::resident::peak_kib`]; for `ptecheck campaign`, one campaign per process, the
+    /// campaign's peak RSS); a merged report keeps its shards' largest. `None` where the system
+    /// does not report it, and in reports written before it was kept.
+    #[serde(default)]
+    pub peak_rss_kib: Option<u64>,
 }
 
 fn rng(seed: u64, case: u64, stream: u64) -> ChaCha8Rng {
@@ -529,6 +535,7 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
         elapsed_seconds: elapsed.as_secs_f64(),
         timings,
         generate: gen_time,
+        peak_rss_kib: super::resident::peak_kib(),
     }
 }
 

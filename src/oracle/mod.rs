@@ -20,6 +20,7 @@ pub mod mutants;
 pub mod negative;
 pub mod replay;
 pub mod reports;
+pub mod resident;
 pub mod structure;
 pub mod values;
 pub mod versus;

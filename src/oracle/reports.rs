@@ -217,6 +217,8 @@ fn merge_admitted(head: &CampaignResult, rest: &[CampaignResult]) -> CampaignRes
         }
         m.timings.add(&r.timings);
         m.generate += r.generate;
+        // Shards run in processes of their own: the merged peak is the largest shard's.
+        m.peak_rss_kib = m.peak_rss_kib.max(r.peak_rss_kib);
         m.failing_cases.extend(r.failing_cases.iter().cloned());
         let key = |f: &Reproduction| (f.seed, f.case);
         if let Some(f) = &r.failure
