@@ -59,7 +59,7 @@ fn child_again(cases: u64, jobs: usize, times: u64) {
     for _ in 0..times {
         let r = run_with(&opts, &mut |_| {});
         assert_eq!(r.failures, 0, "the benchmark campaign must be clean");
-        println!("{} {}", ALLOCATOR.max_allocated(), ptecheck::oracle::resident::peak_kib().unwrap_or(0));
+        println!("{} {}", ALLOCATOR.max_allocated(), r.peak_rss_kib.unwrap_or(0));
     }
 }
 

@@ -37,7 +37,7 @@ fn two_shard_reports(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// `merge-reports --json` of `paths`: its exit code and report.
 fn merged(paths: &[std::path::PathBuf]) -> (Option<i32>, serde_json::Value) {
     let out = bin().arg("merge-reports").arg("--json").args(paths).output().expect("runs");
-    (out.status.code(), serde_json::from_slice(&out.stdout).unwrap_or_default())
+    (out.status.code(), serde_json::from_slice(&out.stdout).expect("json"))
 }
 
 #[test]
@@ -108,6 +108,7 @@ fn a_report_names_its_peak_rss_and_a_merge_keeps_the_largest_shards() {
     }
     // The text report says it.
     let out = bin().args(["campaign", "--cases", "3", "--seed", "3"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().next().is_some_and(|l| l.contains("peak RSS") && l.ends_with("MiB)")), "{text}");
 }

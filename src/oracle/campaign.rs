@@ -163,10 +163,7 @@ pub struct CampaignResult {
     pub timings: Timings,
     /// Time generating programs.
     pub generate: Duration,
-    /// The most memory the process had held resident when the report was made, in KiB
-    /// ([`super::resident::peak_kib`]; for `ptecheck campaign`, one campaign per process, the
-    /// campaign's peak RSS); a merged report keeps its shards' largest. `None` where the system
-    /// does not report it, and in reports written before it was kept.
+    /// The process's peak RSS in KiB when the report was made (merged: the largest shard's).
     #[serde(default)]
     pub peak_rss_kib: Option<u64>,
 }
