@@ -34,10 +34,11 @@ fn two_shard_reports(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// `merge-reports --json` of `paths`: its exit code and report.
-fn merged(paths: &[std::path::PathBuf]) -> (Option<i32>, serde_json::Value) {
+/// `merge-reports --json` of `paths`: its exit code, report and standard error.
+fn merged(paths: &[&std::path::Path]) -> (Option<i32>, serde_json::Value, String) {
     let out = bin().arg("merge-reports").arg("--json").args(paths).output().expect("runs");
-    (out.status.code(), serde_json::from_slice(&out.stdout).expect("json"))
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), serde_json::from_slice(&out.stdout).expect("json"), err)
 }
 
 #[test]
@@ -45,22 +46,19 @@ fn shard_reports_written_by_the_cli_merge_and_a_bad_report_is_named() {
     let dir = tempfile::Builder::new().prefix("ptecheck-cli-merge-").tempdir().expect("temporary directory");
     let dir = dir.path();
     let paths = two_shard_reports(dir);
-    let out = bin().arg("merge-reports").arg("--json").args(&paths).output().expect("runs");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let merged: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(merged["cases"], 40);
-    assert_eq!(merged["failures"], 0);
-    assert_eq!(merged["shards_run"], serde_json::json!([0, 1]));
+    let (code, whole, err) = merged(&[&paths[0], &paths[1]]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(whole["cases"], 40);
+    assert_eq!(whole["failures"], 0);
+    assert_eq!(whole["shards_run"], serde_json::json!([0, 1]));
     // Not a campaign report: left out and named (file and member), exit 2, and the other
     // shard's report is still printed, with the shard no report covers.
     let bad = dir.join("bad.json");
     std::fs::write(&bad, r#"{"campaign": {"seed": "many"}}"#).expect("writes");
-    let out = bin().arg("merge-reports").arg("--json").arg(&paths[0]).arg(&bad).output().expect("runs");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, partial, err) = merged(&[&paths[0], &bad]);
+    assert_eq!(code, Some(2));
     assert!(err.contains("bad.json") && err.contains("campaign.seed"), "{err}");
     assert!(err.contains("no report covers shards [1]"), "{err}");
-    let partial: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(partial["shards_run"], serde_json::json!([0]));
     // The same shard twice: left out, naming the report that has it.
     let out = bin().arg("merge-reports").args([&paths[0], &paths[1], &paths[0]]).output().expect("runs");
@@ -102,8 +100,8 @@ fn a_report_names_its_peak_rss_and_a_merge_keeps_the_largest_shards() {
     ] {
         set(0, a);
         set(1, b);
-        let (code, m) = merged(&paths);
-        assert_eq!(code, Some(0));
+        let (code, m, err) = merged(&[&paths[0], &paths[1]]);
+        assert_eq!(code, Some(0), "{err}");
         assert_eq!(m["peak_rss_kib"].as_u64(), want, "{a:?} and {b:?}");
     }
     // The text report says it.
