@@ -11,6 +11,7 @@
 
 pub use pte::{format, program};
 
+pub mod allocator;
 pub mod backends;
 pub mod emit;
 pub mod fault;

@@ -6,9 +6,10 @@ use clap::{Args, Parser, Subcommand};
 
 /// The campaign allocates many small short-lived objects; mimalloc serves them faster than the
 /// system allocator (30,000 no-swarm cases on one job took 10.3-10.4 s against 15.3-15.4 s on
-/// 2026-12-02). Built with `no_thp`, so its heaps grow in small pages, not 2 MiB ones.
+/// 2026-12-02). Built with `no_thp`, so its heaps grow in small pages, not 2 MiB ones. The
+/// `flat-memory` feature swaps in jemalloc ([`ptecheck::allocator`]).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: ptecheck::allocator::Chosen = ptecheck::allocator::CHOSEN;
 use ptecheck::fault::Fault;
 use ptecheck::format::{self, LoadedProgram};
 use ptecheck::runtime::{HostValue, Runtime, RuntimeError, Session, Trace, io};
