@@ -16,7 +16,7 @@ use std::hint::black_box;
 
 /// The allocator the `ptecheck` binary uses.
 #[global_allocator]
-static ALLOCATOR: ptecheck::allocator::Chosen = ptecheck::allocator::CHOSEN;
+static ALLOCATOR: ptecheck::allocator::Chosen = ptecheck::allocator::Chosen;
 use std::time::{Duration, Instant};
 
 /// Median time of one `f()` call over `rounds` rounds of `iters` calls each.

@@ -15,7 +15,7 @@
 //! same cases on the same threads.
 
 #[global_allocator]
-static ALLOCATOR: cap::Cap<ptecheck::allocator::Chosen> = cap::Cap::new(ptecheck::allocator::CHOSEN, usize::MAX);
+static ALLOCATOR: cap::Cap<ptecheck::allocator::Chosen> = cap::Cap::new(ptecheck::allocator::Chosen, usize::MAX);
 
 use ptecheck::oracle::campaign::{BLOCK, CampaignOptions, run_with};
 use std::process::Command;

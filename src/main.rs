@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 /// 2026-12-02). Built with `no_thp`, so its heaps grow in small pages, not 2 MiB ones. The
 /// `flat-memory` feature swaps in jemalloc ([`ptecheck::allocator`]).
 #[global_allocator]
-static ALLOCATOR: ptecheck::allocator::Chosen = ptecheck::allocator::CHOSEN;
+static ALLOCATOR: ptecheck::allocator::Chosen = ptecheck::allocator::Chosen;
 use ptecheck::fault::Fault;
 use ptecheck::format::{self, LoadedProgram};
 use ptecheck::runtime::{HostValue, Runtime, RuntimeError, Session, Trace, io};

@@ -8,6 +8,7 @@ use std::path::Path;
 /// Module -> the modules of this crate it may use (`pte`'s `format` and `program` re-exports
 /// count as modules here).
 const ALLOWED: &[(&str, &[&str])] = &[
+    ("allocator", &[]),
     ("fault", &[]),
     ("ir", &[]),
     ("emit", &["ir", "program", "format", "fault"]),
