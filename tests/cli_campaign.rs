@@ -216,3 +216,41 @@ fn output_that_cannot_be_written_is_named_and_the_command_exits_2() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot write standard output") && !err.contains("panicked"), "{err}");
 }
+
+/// `campaign ARGS --json` with `runner` (`--jobs 1` or `--processes 2`): exit code and report.
+fn campaign_json(args: &[&str], runner: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let out = bin().arg("campaign").args(args).args(runner).arg("--json").output().expect("runs");
+    let report =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+#[test]
+fn a_campaign_run_as_shard_processes_reports_what_one_process_does() {
+    // A seeded fault, so that failures, their list and the first one are compared too; every
+    // member the options change is passed on (swarm off, the fault, keep going).
+    for args in [
+        &["--cases", "150", "--seed", "11", "--no-swarm", "--fault", "drop_last_delegate_output", "--keep-going"][..],
+        &["--cases", "300", "--seed", "12"][..],
+    ] {
+        let (one_code, one) = campaign_json(args, &["--jobs", "1"]);
+        let (code, many) = campaign_json(args, &["--processes", "2"]);
+        assert_eq!(code, one_code, "{args:?}");
+        for member in ["cases", "failures", "invariants", "features", "failing_cases", "first_failing_case"] {
+            assert_eq!(many[member], one[member], "{member} of {args:?}");
+        }
+        assert_eq!(many["failure"]["case"], one["failure"]["case"], "{args:?}");
+        assert_eq!(many["failure"]["input_hex"], one["failure"]["input_hex"], "{args:?}");
+        assert_eq!(many["campaign"]["shards"], 2);
+        assert_eq!(many["shards_run"], serde_json::json!([0, 1]));
+    }
+    let (_, faulty) = campaign_json(
+        &["--cases", "150", "--seed", "11", "--no-swarm", "--fault", "drop_last_delegate_output", "--keep-going"],
+        &["--jobs", "1"],
+    );
+    assert!(faulty["failures"].as_u64().is_some_and(|n| n > 1), "the fault shows: {}", faulty["failures"]);
+    // It runs this program's own shards: a sharded or single-case run is refused up front.
+    let out = bin().args(["campaign", "--processes", "2", "--shard", "0/2"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--shard"), "{}", String::from_utf8_lossy(&out.stderr));
+}

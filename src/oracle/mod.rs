@@ -18,6 +18,7 @@ pub mod invariant;
 pub mod lifecycle;
 pub mod mutants;
 pub mod negative;
+pub mod processes;
 pub mod replay;
 pub mod reports;
 pub mod resident;
