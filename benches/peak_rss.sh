@@ -8,12 +8,16 @@
 # with address-space randomisation off (`setarch -R`, util-linux): with JOBS=1 the peaks then
 # repeat from run to run, so what is left between the two lengths is the campaign's, not the
 # layout's (two jobs still vary with which cases run side by side).
+# PROCESSES=N runs `--processes N` in place of `--jobs`; GNU time then gives the largest of the
+# processes' peaks (each shard process's own), not their sum.
 set -euo pipefail
 bin=${1:-target/release/ptecheck} rounds=${ROUNDS:-5} short=${SHORT:-10000} long=${LONG:-100000}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-0}
 launch=()
 if [ "${NOASLR:-0}" = 1 ]; then launch=(setarch -R); fi
-peak() { "${launch[@]}" /usr/bin/time -f '%M' "$bin" campaign --jobs "${JOBS:-2}" --cases "$1" --seed 1 2>&1 >/dev/null | tail -1; }
+workers=(--jobs "${JOBS:-2}")
+if [ -n "${PROCESSES:-}" ]; then workers=(--processes "$PROCESSES"); fi
+peak() { "${launch[@]}" /usr/bin/time -f '%M' "$bin" campaign "${workers[@]}" --cases "$1" --seed 1 2>&1 >/dev/null | tail -1; }
 s=() l=()
 for _ in $(seq "$rounds"); do
   s+=("$(peak "$short")") l+=("$(peak "$long")")

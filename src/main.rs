@@ -250,7 +250,7 @@ struct CampaignArgs {
     /// Run as N shard processes of this program, one job each, and merge their reports (each
     /// stops at its own first failure unless --keep-going). Processes give memory back without
     /// slowing each other, as threads of the `flat-memory` build do not.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["jobs", "shard", "case", "save_failures", "runner"])]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=ptecheck::oracle::processes::MAX_PROCESSES), conflicts_with_all = ["jobs", "shard", "case", "save_failures", "runner"])]
     processes: Option<u64>,
     /// Write the first failure (shrunk) as a reproducer folder, and the list of failing
     /// cases, into DIR.
@@ -752,7 +752,7 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         ..CampaignOptions::default()
     };
     if let Some(n) = a.processes {
-        return campaign_processes(&a, n);
+        return campaign_processes(&a, &opts, n);
     }
     let bar = bar(!a.json && std::io::stderr().is_terminal());
     if let Some(cmd) = &a.runner {
@@ -779,25 +779,12 @@ fn campaign(a: CampaignArgs) -> CmdResult {
     Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })
 }
 
-/// `campaign --processes N`: the same campaign as N shard processes of this program.
-fn campaign_processes(a: &CampaignArgs, n: u64) -> CmdResult {
-    let mut args: Vec<String> =
-        vec!["campaign".into(), "--cases".into(), a.cases.to_string(), "--seed".into(), a.seed.to_string()];
-    if let Some(config) = &a.config {
-        args.extend(["--config".into(), config.display().to_string()]);
-    }
-    if let Some(fault) = a.fault {
-        args.extend(["--fault".into(), fault.name().to_string()]);
-    }
-    for (set, flag) in
-        [(a.no_swarm, "--no-swarm"), (a.keep_going, "--keep-going"), (a.negative_end_to_end, "--negative-end-to-end")]
-    {
-        if set {
-            args.push(flag.into());
-        }
-    }
+/// `campaign --processes N`: the same campaign as N shard processes of this program, one job
+/// each; the report says so on stderr (its job count and peak RSS are one process's).
+fn campaign_processes(a: &CampaignArgs, opts: &ptecheck::oracle::campaign::CampaignOptions, n: u64) -> CmdResult {
     let program = std::env::current_exe().map_err(|e| Rejected(format!("own path: {e}")))?;
-    let r = ptecheck::oracle::processes::run(&program, &args, n).map_err(|e| Rejected(e.to_string()))?;
+    let r = ptecheck::oracle::processes::run(&program, opts, n).map_err(|e| Rejected(e.to_string()))?;
+    eprintln!("ptecheck: ran as {n} shard processes of one job each; peak RSS is the largest process's");
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     } else {

@@ -227,28 +227,35 @@ fn campaign_json(args: &[&str], runner: &[&str]) -> (Option<i32>, serde_json::Va
 
 #[test]
 fn a_campaign_run_as_shard_processes_reports_what_one_process_does() {
-    // A seeded fault, so that failures, their list and the first one are compared too; every
-    // member the options change is passed on (swarm off, the fault, keep going).
-    for args in [
-        &["--cases", "150", "--seed", "11", "--no-swarm", "--fault", "drop_last_delegate_output", "--keep-going"][..],
-        &["--cases", "300", "--seed", "12"][..],
+    let dir = tempfile::Builder::new().prefix("ptecheck-cli-processes-").tempdir().expect("temporary directory");
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"max_nodes": 6}"#).expect("writes");
+    let config = config.to_str().expect("a UTF-8 path");
+    // Every option that decides the report is passed on: a seeded fault with swarm off and
+    // keep going (so failures, their list and the first one are compared too), and a
+    // configuration file with every corruption sent end to end.
+    for (args, failing) in [
+        (
+            &["--cases", "150", "--seed", "11", "--no-swarm", "--fault", "drop_last_delegate_output", "--keep-going"][..],
+            true,
+        ),
+        (&["--cases", "120", "--seed", "12", "--config", config, "--negative-end-to-end"][..], false),
     ] {
         let (one_code, one) = campaign_json(args, &["--jobs", "1"]);
-        let (code, many) = campaign_json(args, &["--processes", "2"]);
+        let (code, mut many) = campaign_json(args, &["--processes", "2"]);
+        assert_eq!(one["failures"].as_u64().is_some_and(|n| n > 1), failing, "{args:?}: {}", one["failures"]);
         assert_eq!(code, one_code, "{args:?}");
         for member in ["cases", "failures", "invariants", "features", "failing_cases", "first_failing_case"] {
             assert_eq!(many[member], one[member], "{member} of {args:?}");
         }
         assert_eq!(many["failure"]["case"], one["failure"]["case"], "{args:?}");
         assert_eq!(many["failure"]["input_hex"], one["failure"]["input_hex"], "{args:?}");
-        assert_eq!(many["campaign"]["shards"], 2);
         assert_eq!(many["shards_run"], serde_json::json!([0, 1]));
+        // The campaign is the same but for its shard count.
+        assert_eq!(many["campaign"]["shards"], 2);
+        many["campaign"]["shards"] = one["campaign"]["shards"].clone();
+        assert_eq!(many["campaign"], one["campaign"], "{args:?}");
     }
-    let (_, faulty) = campaign_json(
-        &["--cases", "150", "--seed", "11", "--no-swarm", "--fault", "drop_last_delegate_output", "--keep-going"],
-        &["--jobs", "1"],
-    );
-    assert!(faulty["failures"].as_u64().is_some_and(|n| n > 1), "the fault shows: {}", faulty["failures"]);
     // It runs this program's own shards: a sharded or single-case run is refused up front.
     let out = bin().args(["campaign", "--processes", "2", "--shard", "0/2"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(2));

@@ -333,19 +333,30 @@ fn check_one(opts: &CampaignOptions, case: u64) -> CaseOutcome {
 /// The command that replays case `case` of this campaign.
 pub fn replay_command(opts: &CampaignOptions, case: u64) -> String {
     let mut command = format!("ptecheck campaign --seed {} --case {case}", opts.seed);
-    if let Some(p) = &opts.config_path {
-        command.push_str(&format!(" --config {p}"));
-    }
-    if !opts.swarm {
-        command.push_str(" --no-swarm");
-    }
-    if let Some(f) = opts.fault {
-        command.push_str(&format!(" --fault {}", f.name()));
-    }
-    if opts.negative_end_to_end {
-        command.push_str(" --negative-end-to-end");
+    for flag in case_flags(opts) {
+        command.push(' ');
+        command.push_str(&flag);
     }
     command
+}
+
+/// The `campaign` arguments besides seed, cases and shard that decide what each case checks
+/// (configuration file, swarm, fault, negative mode), as the CLI spells them.
+pub fn case_flags(opts: &CampaignOptions) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(p) = &opts.config_path {
+        flags.extend(["--config".to_string(), p.clone()]);
+    }
+    if !opts.swarm {
+        flags.push("--no-swarm".into());
+    }
+    if let Some(f) = opts.fault {
+        flags.extend(["--fault".to_string(), f.name().to_string()]);
+    }
+    if opts.negative_end_to_end {
+        flags.push("--negative-end-to-end".into());
+    }
+    flags
 }
 
 /// The worker count `jobs` stands for (0: one per core).
