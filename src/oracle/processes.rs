@@ -136,8 +136,11 @@ fn run_args(program: &Path, args: &[String], processes: u64) -> Result<CampaignR
         let (out, err) = (child.stdout.take(), child.stderr.take());
         let stdout = std::thread::spawn(move || {
             let mut bytes = Vec::new();
-            if let Some(out) = out {
-                out.take(MAX_REPORT + 1).read_to_end(&mut bytes)?;
+            if let Some(mut out) = out {
+                (&mut out).take(MAX_REPORT + 1).read_to_end(&mut bytes)?;
+                // The rest of an overlong report is read and dropped, so the child ends as it
+                // would (not on a broken pipe) and the error says the report is too long.
+                std::io::copy(&mut out, &mut std::io::sink())?;
             }
             Ok(bytes)
         });
@@ -278,6 +281,9 @@ mod tests {
         // Exit 1 (failures found) is a report's exit, but what it printed is not a report.
         let e = run_sh("echo not a report; exit 1", 3).expect_err("not a report");
         assert!(matches!(e, ProcessesError::Report { shard: 0, of: 3, .. }), "{e}");
+        // A report beyond the bound: refused as too long (not as a child killed by a broken pipe).
+        let e = run_sh("head -c 70000000 /dev/zero", 1).expect_err("an overlong report");
+        assert!(e.to_string().contains("longer than"), "{e}");
         // Another exit code.
         let e = run_sh("exit 7", 1).expect_err("exit 7");
         assert!(matches!(&e, ProcessesError::Ended { status, .. } if status.contains('7')), "{e}");
