@@ -771,11 +771,7 @@ fn campaign(a: CampaignArgs) -> CmdResult {
             eprintln!("reproducer: {}", folder.display());
         }
     }
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-    } else {
-        print_campaign(&r);
-    }
+    print_report(&r, a.json);
     Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })
 }
 
@@ -785,11 +781,7 @@ fn campaign_processes(a: &CampaignArgs, opts: &ptecheck::oracle::campaign::Campa
     let program = std::env::current_exe().map_err(|e| Rejected(format!("own path: {e}")))?;
     let r = ptecheck::oracle::processes::run(&program, opts, n).map_err(|e| Rejected(e.to_string()))?;
     eprintln!("ptecheck: ran as {n} shard processes of one job each; peak RSS is the largest process's");
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-    } else {
-        print_campaign(&r);
-    }
+    print_report(&r, a.json);
     Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })
 }
 
@@ -807,11 +799,7 @@ fn merge_reports(a: MergeArgs) -> CmdResult {
         eprintln!("ptecheck: no report covers shards {missing:?} of the campaign");
     }
     let Some(m) = &outcome.merged else { return Ok(Exit::Rejected) };
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(m).unwrap_or_default());
-    } else {
-        print_campaign(m);
-    }
+    print_report(m, a.json);
     Ok(if !outcome.refused.is_empty() {
         Exit::Rejected
     } else if m.failures > 0 {
@@ -955,6 +943,15 @@ fn runner(a: RunnerArgs) -> CmdResult {
     let stdin = std::io::stdin();
     serve(stdin.lock(), std::io::stdout().lock(), a.fault, chaos)?;
     Ok(Exit::Ok)
+}
+
+/// A campaign report on stdout: one JSON object with `json`, else [`print_campaign`]'s text.
+fn print_report(r: &ptecheck::oracle::campaign::CampaignResult, json: bool) {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+    } else {
+        print_campaign(r);
+    }
 }
 
 fn print_campaign(r: &ptecheck::oracle::campaign::CampaignResult) {
