@@ -183,8 +183,8 @@ struct RunArgs {
     #[arg(long, conflicts_with_all = ["expect", "trace"])]
     runner: Option<String>,
     /// With --runner: seconds allowed per request.
-    #[arg(long, default_value_t = 10.0, requires = "runner")]
-    runner_timeout: f64,
+    #[arg(long, default_value = "10", value_parser = parse_seconds, requires = "runner")]
+    runner_timeout: std::time::Duration,
 }
 
 #[derive(Args)]
@@ -267,11 +267,11 @@ struct CampaignArgs {
     #[arg(long, requires = "runner")]
     negative: bool,
     /// With --runner: seconds allowed per request.
-    #[arg(long, default_value_t = 10.0, requires = "runner")]
-    runner_timeout: f64,
+    #[arg(long, default_value = "10", value_parser = parse_seconds, requires = "runner")]
+    runner_timeout: std::time::Duration,
     /// With --runner: seconds allowed for the runner's hello.
-    #[arg(long, default_value_t = 60.0, requires = "runner")]
-    runner_start_timeout: f64,
+    #[arg(long, default_value = "60", value_parser = parse_seconds, requires = "runner")]
+    runner_start_timeout: std::time::Duration,
     /// With --runner: where reproducer folders are written.
     #[arg(long, default_value = "ptecheck-findings", requires = "runner")]
     out: PathBuf,
@@ -330,6 +330,18 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
         return Err(format!("shard {i}/{n}: need 0 <= I < N"));
     }
     Ok((i, n))
+}
+
+/// Longest wait a timeout may name: one day.
+const MAX_WAIT_SECS: f64 = 86_400.0;
+
+/// A timeout in seconds: a finite number from 0.001 to [`MAX_WAIT_SECS`].
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(0.001..=MAX_WAIT_SECS).contains(&secs) {
+        return Err(format!("{s} seconds: need a number from 0.001 to {MAX_WAIT_SECS}"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 fn parse_fault(s: &str) -> Result<Fault, String> {
@@ -513,7 +525,7 @@ fn run_versus(a: &RunArgs, cmd: &str) -> CmdResult {
     let multifn = std::sync::Arc::new(ptecheck::backends::multifn::MultifnBackend::default());
     let rt = runtime(a, &multifn)?;
     let mut cfg = ptecheck::runner::RunnerConfig::new(cmd);
-    cfg.request_timeout = std::time::Duration::from_secs_f64(a.runner_timeout.max(0.001));
+    cfg.request_timeout = a.runner_timeout;
     let mut runner = ptecheck::runner::Runner::start(cfg)?;
     let data = a.data.as_deref().zip(ptd.as_ref());
     let results =
@@ -816,10 +828,9 @@ fn differential(
     bar: &indicatif::ProgressBar,
 ) -> CmdResult {
     use ptecheck::oracle::differential::{DiffOptions, run};
-    let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.001));
     let mut runner = ptecheck::runner::RunnerConfig::new(cmd);
-    runner.request_timeout = secs(a.runner_timeout);
-    runner.start_timeout = secs(a.runner_start_timeout);
+    runner.request_timeout = a.runner_timeout;
+    runner.start_timeout = a.runner_start_timeout;
     let workdir = std::env::temp_dir().join(format!("ptecheck-diff-{}", std::process::id()));
     let opts = DiffOptions {
         campaign,

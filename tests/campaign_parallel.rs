@@ -150,6 +150,59 @@ fn unreadable_or_foreign_report_files_are_left_out_and_the_rest_merged() {
 }
 
 #[test]
+fn hostile_reports_are_refused_by_name_not_summed_into_nonsense() {
+    let opts = CampaignOptions { cases: 12, seed: 9, jobs: 1, ..CampaignOptions::default() };
+    let shard = |i: u64| run(&CampaignOptions { shard: (i, 2), ..opts.clone() });
+    let (a, b) = (shard(0), shard(1));
+    // Counts and times whose sum overflows: refused, naming the report and the member, and the
+    // report before it is merged unchanged.
+    let checked = a.invariants.iter().find(|(_, n)| **n > 0).map(|(k, _)| k.clone()).expect("an invariant checked");
+    let huge = |edit: &dyn Fn(&mut CampaignResult)| {
+        let mut h = b.clone();
+        edit(&mut h);
+        h
+    };
+    for (bad, member) in [
+        (huge(&|h| h.cases = u64::MAX), "cases".to_string()),
+        (huge(&|h| h.failures = u64::MAX), "failures".to_string()),
+        (huge(&|h| *h.invariants.get_mut(&checked).expect("listed") = usize::MAX), format!("invariants.{checked}")),
+        (huge(&|h| h.timings.emit = std::time::Duration::MAX), "timings".to_string()),
+        (huge(&|h| h.generate = std::time::Duration::MAX), "generate".to_string()),
+    ] {
+        // One failing case in the first report, so that every member has something to add to.
+        let first = CampaignResult { failures: 1, ..a.clone() };
+        match merge(&[first, bad.clone()]) {
+            Err(MergeError::Overflow { report: 1, member: m }) => assert_eq!(m, member),
+            other => panic!("{member}: {other:?}"),
+        }
+    }
+    // Through files: the overflowing report is left out and the other merged as it was.
+    let dir = tempfile::Builder::new().prefix("ptecheck-merge-hostile-").tempdir().expect("temporary directory");
+    let write = |name: &str, r: &CampaignResult| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::to_string(r).expect("serialises")).expect("writes");
+        path
+    };
+    let outcome = merge_files(&[write("a.json", &a), write("bad.json", &huge(&|h| h.cases = u64::MAX))]);
+    assert_eq!(outcome.merged.as_ref().map(|m| (m.cases, m.shards_run.clone())), Some((a.cases, vec![0])));
+    let refused: Vec<String> = outcome.refused.iter().map(ToString::to_string).collect();
+    assert!(refused.len() == 1 && refused[0].contains("bad.json") && refused[0].contains("cases"), "{refused:?}");
+    // One report listing a shard twice would make the missing-shard count say the campaign is
+    // whole when it is not.
+    let twice = huge(&|h| h.shards_run = vec![1, 1]);
+    assert!(matches!(merge(&[a.clone(), twice]), Err(MergeError::ShardTwice { report: 1, shard: 1 })));
+    // A report of a million shards: the missing ones are found without a scan per shard.
+    let many = huge(&|h| {
+        h.campaign.shards = 1 << 40;
+        h.shards_run = (0..1_000_000).collect();
+    });
+    let outcome = merge_files(&[write("many.json", &many)]);
+    assert!(outcome.refused.is_empty(), "{:?}", outcome.refused);
+    assert_eq!(outcome.missing_shards().first(), Some(&1_000_000));
+    assert_eq!(outcome.missing_shard_count(), (1 << 40) - 1_000_000);
+}
+
+#[test]
 fn a_clean_campaign_saves_nothing_and_a_replay_command_keeps_its_mode() {
     let opts = CampaignOptions { cases: 8, jobs: 1, negative_end_to_end: true, ..CampaignOptions::default() };
     let r = run(&opts);

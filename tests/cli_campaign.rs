@@ -261,3 +261,20 @@ fn a_campaign_run_as_shard_processes_reports_what_one_process_does() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--shard"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_timeout_that_is_not_a_finite_number_of_seconds_is_refused_by_name() {
+    for (args, flag) in [
+        (vec!["campaign", "--runner", "true", "--runner-timeout", "inf"], "--runner-timeout"),
+        (vec!["campaign", "--runner", "true", "--runner-timeout", "1e20"], "--runner-timeout"),
+        (vec!["campaign", "--runner", "true", "--runner-start-timeout", "NaN"], "--runner-start-timeout"),
+        (vec!["campaign", "--runner", "true", "--runner-timeout=-1"], "--runner-timeout"),
+        (vec!["run", "x.pte", "--runner", "true", "--runner-timeout", "inf"], "--runner-timeout"),
+    ] {
+        let out = bin().args(&args).output().expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains("seconds"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

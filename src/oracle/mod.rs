@@ -115,6 +115,21 @@ impl Timings {
         self.compare += o.compare;
         self.negative += o.negative;
     }
+
+    /// The sum of two sets of timings (`None` when a stage's sum overflows a `Duration`, as
+    /// those of reports read from files may).
+    pub fn checked_add(&self, o: &Timings) -> Option<Timings> {
+        Some(Timings {
+            emit: self.emit.checked_add(o.emit)?,
+            write: self.write.checked_add(o.write)?,
+            load: self.load.checked_add(o.load)?,
+            init: self.init.checked_add(o.init)?,
+            execute: self.execute.checked_add(o.execute)?,
+            eager: self.eager.checked_add(o.eager)?,
+            compare: self.compare.checked_add(o.compare)?,
+            negative: self.negative.checked_add(o.negative)?,
+        })
+    }
 }
 
 /// What one check found.

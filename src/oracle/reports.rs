@@ -62,6 +62,22 @@ pub enum MergeError {
         /// The campaign's shard count.
         shards: u64,
     },
+    /// A report that lists one shard twice.
+    #[error("report {report}: lists shard {shard} twice")]
+    ShardTwice {
+        /// Its position among the reports given (from 0).
+        report: usize,
+        /// The shard listed twice.
+        shard: u64,
+    },
+    /// A report whose counts or times, added to those of the reports merged before it, overflow.
+    #[error("report {report}: its {member} overflows when added to the reports before it")]
+    Overflow {
+        /// Its position among the reports given (from 0).
+        report: usize,
+        /// The member that overflows (`cases`, `invariants.I1`, `timings`, ...).
+        member: String,
+    },
     /// A report refused by the merge, named by its file.
     #[error("{path}: {source}")]
     In {
@@ -113,20 +129,45 @@ struct Admitted {
 }
 
 impl Admitted {
-    /// Admits report `report`, `r`, when it is of the same campaign as the first admitted
-    /// and holds no shard already admitted; refuses it (admitting nothing) otherwise.
-    fn admit(&mut self, report: usize, r: &CampaignResult) -> Result<(), MergeError> {
+    /// Whether report `report`, `r`, may join: of the same campaign as the first admitted,
+    /// each shard in range, listed once and not already admitted.
+    fn check(&self, report: usize, r: &CampaignResult) -> Result<(), MergeError> {
         if let Some(differs) = self.campaign.as_ref().and_then(|first| first_difference(first, &r.campaign)) {
             return Err(MergeError::OtherCampaign { report, differs });
         }
         if let Some(&shard) = r.shards_run.iter().find(|s| **s >= r.campaign.shards) {
             return Err(MergeError::ShardOutOfRange { report, shard, shards: r.campaign.shards });
         }
+        let mut listed = std::collections::BTreeSet::new();
+        if let Some(&shard) = r.shards_run.iter().find(|s| !listed.insert(**s)) {
+            return Err(MergeError::ShardTwice { report, shard });
+        }
         if let Some((shard, first)) = r.shards_run.iter().find_map(|s| self.shards.get(s).map(|f| (*s, *f))) {
             return Err(MergeError::DuplicateShard { report, shard, first });
         }
+        Ok(())
+    }
+
+    /// Records report `report`, `r`, as admitted (after [`Admitted::check`]).
+    fn commit(&mut self, report: usize, r: &CampaignResult) {
         self.campaign.get_or_insert_with(|| r.campaign.clone());
         self.shards.extend(r.shards_run.iter().map(|s| (*s, report)));
+    }
+
+    /// Admits report `report`, `r`, into `merged` (the merge of those admitted before it), or
+    /// refuses it, changing nothing.
+    fn admit(
+        &mut self,
+        merged: &mut Option<CampaignResult>,
+        report: usize,
+        r: &CampaignResult,
+    ) -> Result<(), MergeError> {
+        self.check(report, r)?;
+        match merged {
+            Some(m) => merge_into(m, r, report)?,
+            None => *merged = Some(r.clone()),
+        }
+        self.commit(report, r);
         Ok(())
     }
 }
@@ -137,12 +178,11 @@ impl Admitted {
 /// longest and the throughput the sum. A report of another campaign (seed, cases, shard count,
 /// configuration, …) or of a shard already merged is refused.
 pub fn merge(reports: &[CampaignResult]) -> Result<CampaignResult, MergeError> {
-    let mut admitted = Admitted::default();
+    let (mut admitted, mut merged) = (Admitted::default(), None);
     for (i, r) in reports.iter().enumerate() {
-        admitted.admit(i, r)?;
+        admitted.admit(&mut merged, i, r)?;
     }
-    let (head, rest) = reports.split_first().ok_or(MergeError::Empty)?;
-    Ok(merge_admitted(head, rest))
+    merged.map(finish).ok_or(MergeError::Empty)
 }
 
 /// What [`merge_files`] made of a list of report files.
@@ -163,9 +203,9 @@ impl MergeOutcome {
     /// (a single `--case` run has none); [`MergeOutcome::missing_shard_count`] counts them all.
     pub fn missing_shards(&self) -> Vec<u64> {
         let Some(m) = self.merged.as_ref().filter(|m| m.campaign.only_case.is_none()) else { return Vec::new() };
-        // Covered shards are at most as many as the reports, so this stops within that many
-        // steps past the listed ones.
-        (0..m.campaign.shards).filter(|s| !m.shards_run.contains(s)).take(MAX_LISTED_MISSING).collect()
+        // The merged shards are sorted and distinct: this stops within as many steps past the
+        // listed ones as there are covered shards, each a binary search.
+        (0..m.campaign.shards).filter(|s| m.shards_run.binary_search(s).is_err()).take(MAX_LISTED_MISSING).collect()
     }
 
     /// How many shards of the merged campaign no merged report covers.
@@ -179,55 +219,64 @@ impl MergeOutcome {
 /// Reads and merges report files, leaving out (and naming) each one that cannot be read or
 /// does not belong: a shard whose report was cut short does not cost the others their merge.
 pub fn merge_files(paths: &[PathBuf]) -> MergeOutcome {
-    let mut refused = Vec::new();
-    let mut kept: Vec<CampaignResult> = Vec::new();
-    let mut admitted = Admitted::default();
+    let (mut refused, mut merged, mut admitted) = (Vec::new(), None, Admitted::default());
     for (i, path) in paths.iter().enumerate() {
         let admission = read_report(path).and_then(|r| {
-            admitted.admit(i, &r).map_err(|e| MergeError::In { path: path.clone(), source: Box::new(e) })?;
-            Ok(r)
+            admitted.admit(&mut merged, i, &r).map_err(|e| MergeError::In { path: path.clone(), source: Box::new(e) })
         });
-        match admission {
-            Ok(r) => kept.push(r),
-            Err(e) => refused.push(e),
+        if let Err(e) = admission {
+            refused.push(e);
         }
     }
     if paths.is_empty() {
         refused.push(MergeError::Empty);
     }
-    let merged = kept.split_first().map(|(head, rest)| merge_admitted(head, rest));
-    MergeOutcome { merged, refused }
+    MergeOutcome { merged: merged.map(finish), refused }
 }
 
-/// [`merge`] of reports already found to belong together.
-fn merge_admitted(head: &CampaignResult, rest: &[CampaignResult]) -> CampaignResult {
-    let mut m = head.clone();
-    for r in rest {
-        m.shards_run.extend(&r.shards_run);
-        m.cases += r.cases;
-        m.failures += r.failures;
-        m.programs_per_second += r.programs_per_second;
-        m.elapsed_seconds = m.elapsed_seconds.max(r.elapsed_seconds);
-        m.jobs = m.jobs.max(r.jobs);
-        for (k, v) in &r.invariants {
-            *m.invariants.entry(k.clone()).or_default() += v;
+/// Adds report `report`, `r`, to `m`, the merge of the reports before it (already found to
+/// belong together), or refuses it with the member whose sum overflows, changing nothing.
+fn merge_into(m: &mut CampaignResult, r: &CampaignResult, report: usize) -> Result<(), MergeError> {
+    let over = |member: String| MergeError::Overflow { report, member };
+    let sum = |a: u64, b: u64, member: &str| a.checked_add(b).ok_or_else(|| over(member.into()));
+    let tally = |into: &std::collections::BTreeMap<String, usize>,
+                 from: &std::collections::BTreeMap<String, usize>,
+                 what: &str| {
+        let mut out = into.clone();
+        for (k, v) in from {
+            let n = out.entry(k.clone()).or_default();
+            *n = n.checked_add(*v).ok_or_else(|| over(format!("{what}.{k}")))?;
         }
-        for (k, v) in &r.features {
-            *m.features.entry(k.clone()).or_default() += v;
-        }
-        m.timings.add(&r.timings);
-        m.generate += r.generate;
-        // Shards run in processes of their own: the merged peak is the largest shard's.
-        m.peak_rss_kib = m.peak_rss_kib.max(r.peak_rss_kib);
-        m.failing_cases.extend(r.failing_cases.iter().cloned());
-        let key = |f: &Reproduction| (f.seed, f.case);
-        if let Some(f) = &r.failure
-            && m.failure.as_ref().is_none_or(|g| key(f) < key(g))
-        {
-            m.failure = Some(f.clone());
-            m.first_failing_case = Some(f.case);
-        }
+        Ok(out)
+    };
+    let cases = sum(m.cases, r.cases, "cases")?;
+    let failures = sum(m.failures, r.failures, "failures")?;
+    let invariants = tally(&m.invariants, &r.invariants, "invariants")?;
+    let features = tally(&m.features, &r.features, "features")?;
+    let timings = m.timings.checked_add(&r.timings).ok_or_else(|| over("timings".into()))?;
+    let generate = m.generate.checked_add(r.generate).ok_or_else(|| over("generate".into()))?;
+    (m.cases, m.failures, m.invariants, m.features, m.timings, m.generate) =
+        (cases, failures, invariants, features, timings, generate);
+    m.shards_run.extend(&r.shards_run);
+    m.programs_per_second += r.programs_per_second;
+    m.elapsed_seconds = m.elapsed_seconds.max(r.elapsed_seconds);
+    m.jobs = m.jobs.max(r.jobs);
+    // Shards run in processes of their own: the merged peak is the largest shard's.
+    m.peak_rss_kib = m.peak_rss_kib.max(r.peak_rss_kib);
+    m.failing_cases.extend(r.failing_cases.iter().cloned());
+    let key = |f: &Reproduction| (f.seed, f.case);
+    if let Some(f) = &r.failure
+        && m.failure.as_ref().is_none_or(|g| key(f) < key(g))
+    {
+        m.failure = Some(f.clone());
+        m.first_failing_case = Some(f.case);
     }
+    Ok(())
+}
+
+/// The merged report put in order: shards sorted, failing cases listed in (seed, case) order
+/// without repeats, up to [`MAX_LISTED_FAILURES`].
+fn finish(mut m: CampaignResult) -> CampaignResult {
     m.shards_run.sort_unstable();
     m.failing_cases.sort_by_key(|f: &FailingCase| (f.seed, f.case));
     m.failing_cases.dedup();
