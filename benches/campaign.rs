@@ -18,6 +18,8 @@
 //! machine). A 1-job run can be a little over 100% busy: the calling thread merges outcomes
 //! beside its one job.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::generator::config::MAX_TOTAL_NODES;
 use ptecheck::generator::{GenConfig, generate_from_bytes};
 

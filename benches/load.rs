@@ -9,6 +9,8 @@
 //! accessors (`format::oracle`), verify + decode only, on the same files. Then a program with one 30 MB segment against the same program with
 //! a 30 KB segment: loading borrows segment bytes, so the ratio should stay near 1.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::format::{self, WriteOptions};
 use ptecheck::program::*;
 use ptecheck::runtime::check_all_methods;

@@ -2,6 +2,8 @@
 //! with the option on/off; model loads and resident bytes for K = 1, 2, 4, 8 delegates with
 //! sharing off and on; and an 8-thread x 50-run stress on one shared model.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::default_backends_with;
 use ptecheck::backends::multifn::{ID, MULTIFUNCTION_SPEC, MethodPartitions, MultifnBackend, SHARE_OPTION, export};
 use ptecheck::emit::{EmitOptions, emit};

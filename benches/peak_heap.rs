@@ -14,6 +14,8 @@
 //! on 1 and on 2 jobs and prints the peak live heap and peak RSS (`VmHWM`) after each run: the
 //! same cases on the same threads.
 
+#![forbid(unsafe_code)]
+
 #[global_allocator]
 static ALLOCATOR: cap::Cap<ptecheck::allocator::Chosen> = cap::Cap::new(ptecheck::allocator::Chosen, usize::MAX);
 

@@ -7,6 +7,8 @@
 //! It fails when the setting is not applied (mimalloc with `MIMALLOC_PURGE_DELAY=10000`,
 //! jemalloc with `_RJEM_MALLOC_CONF=dirty_decay_ms:10000`) or the other allocator is chosen.
 
+#![forbid(unsafe_code)]
+
 #[global_allocator]
 static ALLOCATOR: ptecheck::allocator::Chosen = ptecheck::allocator::Chosen;
 

@@ -2,6 +2,8 @@
 //! compiled from the same bytes, different bytes never share, failures are never kept, the size
 //! is bounded, and every `init` still reaches the backend (and its ledger) on a hit.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::blob_cache::{BYTE_BUDGET, BlobCache, CAPACITY, ThreadCache, cached, cached_bytes, compiled};
 use ptecheck::backends::graph::{self, Flavor, GraphBackend};
 use ptecheck::backends::ledger::{Counted, Ledger, LedgerEvent};

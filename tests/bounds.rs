@@ -1,5 +1,7 @@
 //! The tolerance model (`ir::bound`): what it allows for summation order and nothing more.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::ir::bound::{Bound, SIN_COS_RANGE, approximate, of_op, ulp};
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::eval::{Data, Tensor, Val, eval_op, run_method};

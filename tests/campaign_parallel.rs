@@ -2,6 +2,8 @@
 //! into the report of the whole; failures are saved as reproducer folders; the per-element
 //! negative check agrees with the whole-method check on every corruption.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::fault::Fault;
 use ptecheck::format;
 use ptecheck::generator::generate;

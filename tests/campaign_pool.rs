@@ -3,6 +3,8 @@
 //! pages of every exited thread, and a process running campaign after campaign held more memory
 //! with each). Alone in its test binary so that no other test starts or ends threads meanwhile.
 //! Linux: threads are read from /proc/self/task.
+
+#![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 use ptecheck::oracle::campaign::{CampaignOptions, run};

@@ -1,6 +1,8 @@
 //! The campaign CLI of issue K: `--jobs`, `--json` shard reports, `merge-reports`,
 //! `--save-failures`.
 
+#![forbid(unsafe_code)]
+
 use std::process::Command;
 
 fn bin() -> Command {

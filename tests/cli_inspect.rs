@@ -1,5 +1,7 @@
 //! The `ptecheck inspect` command: summary, corpus-shaped JSON, Graphviz, and exit codes.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 

@@ -1,6 +1,8 @@
 //! The conformance corpus (`ptecheck gen`): every case folder holds both emissions, the saved
 //! program and an io.json with tolerances, and replays against our runtime with no failure.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::oracle::campaign::CampaignOptions;
 use ptecheck::oracle::conformance::generate_corpus;
 use ptecheck::oracle::replay::run_expect;

@@ -3,6 +3,8 @@
 //! fuzz targets' allocation guard (4 x the input + 1 MiB). Its own test binary, so that no other
 //! test allocates while the guard is set.
 
+#![forbid(unsafe_code)]
+
 use flatbuffers::FlatBufferBuilder;
 use ptecheck::format::{self, FormatError};
 

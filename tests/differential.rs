@@ -4,6 +4,8 @@
 //! finds exactly a planted skipped check, and runners that crash, hang, reply garbage or never
 //! say hello become typed outcomes while the campaign goes on.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::oracle::campaign::CampaignOptions;
 use ptecheck::oracle::differential::{DiffOptions, DiffReport, run};
 use ptecheck::runner::{Outcome, Reply, Request, Runner, RunnerConfig, StartError};

@@ -2,6 +2,8 @@
 //! repository path in backticks exists, and semantics.md's rule table lists every test named
 //! after a rule, with the count it states.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,8 @@
 //! init checks, runs, and matches the eager interpreter with and without sharing; its listing is
 //! snapshotted in snapshots/ for review.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::default_runtime;
 use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;

@@ -2,6 +2,8 @@
 //! named after the rule. Each asserts on the emitted program, and where the rule has run-time
 //! consequences, on the reference runtime's trace and outputs against the eager interpreter.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::default_runtime;
 use ptecheck::backends::graph::{Flavor, lower};
 use ptecheck::emit::{EmitError, EmitOptions, emit};

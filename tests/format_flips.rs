@@ -5,6 +5,8 @@
 //! identifier from exactly its check, and flips of delegate segment bytes must load the same
 //! program (segment data is not part of the flatbuffer).
 
+#![forbid(unsafe_code)]
+
 use ptecheck::format;
 
 #[test]

@@ -4,6 +4,8 @@
 //!
 //! `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_regressions` regenerates both.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};

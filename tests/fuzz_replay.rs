@@ -8,6 +8,8 @@
 //! a limit is set. `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_replay` records the outcomes
 //! of new inputs (review the diff).
 
+#![forbid(unsafe_code)]
+
 use ptecheck::oracle::fuzz::{self, Outcome};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

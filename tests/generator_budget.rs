@@ -2,6 +2,8 @@
 //! spent from it, and once it is spent each further graph takes one step and no control flow, so
 //! the budget bounds a program whatever `max_nodes` and `max_depth` allow.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::generator::config::MAX_TOTAL_NODES;
 use ptecheck::generator::{GenConfig, Switch, Switches, generate_from_bytes};
 use ptecheck::ir::infer::typecheck_program;

@@ -1,6 +1,8 @@
 //! Inputs drawn from a case's bytes include every special value class, and campaign cases carry
 //! them into method inputs (issue G point 4).
 
+#![forbid(unsafe_code)]
+
 use arbitrary::Unstructured;
 use ptecheck::generator::generate;
 use ptecheck::generator::inputs::{draw_f32, draw_i64};

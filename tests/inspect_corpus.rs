@@ -2,6 +2,8 @@
 //! the program, the extended header, the root offset and every segment's users. (Decoding and
 //! the writer's byte-exactness are tested in `crates/pte/tests/corpus.rs`.)
 
+#![forbid(unsafe_code)]
+
 use ptecheck::format;
 use serde_json::Value;
 use std::path::PathBuf;

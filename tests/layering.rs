@@ -2,6 +2,8 @@
 //! module of `src/` may only use the modules listed for it (doc comments aside). The file format
 //! and program model are the `pte` crate, which cannot see this crate at all.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeSet;
 use std::path::Path;
 

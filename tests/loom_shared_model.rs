@@ -1,6 +1,8 @@
 //! Model checking of the shared-model table protocol (P11) under every interleaving loom
 //! explores: `RUSTFLAGS="--cfg loom" cargo test --release --test loom_shared_model`.
 //! The table's source is included here with loom's primitives as its `sync` module.
+
+#![forbid(unsafe_code)]
 #![cfg(loom)]
 
 mod sync {

@@ -1,5 +1,7 @@
 //! Multi-function bundles and one shared loaded model (semantics.md C.3, P8-P11).
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::multifn::table::{ModelKey, ModelTable, Resident};
 use ptecheck::backends::multifn::{
     ExportError, MULTIFUNCTION_SPEC, MethodPartitions, MultifnBackend, export, parse_manifest,

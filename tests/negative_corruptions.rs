@@ -4,6 +4,8 @@
 //! of range and forward references; every corruption applies to a copy, changes exactly the
 //! element its patch names, is put back by `restore`, and is described by method and place.
 
+#![forbid(unsafe_code)]
+
 use arbitrary::Unstructured;
 use ptecheck::format;
 use ptecheck::generator::generate;

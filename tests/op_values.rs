@@ -4,6 +4,8 @@
 //! and run). The expected values are literals: neither implementation computes them, so an op
 //! computed the same wrong way by both fails here.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
 use ptecheck::ir::eval::{Data, Tensor, Val, eval_op};

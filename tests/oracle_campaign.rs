@@ -1,5 +1,7 @@
 //! Generator coverage, the campaign, and seeded-bug detection.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::fault::Fault;
 use ptecheck::generator::{Feature, Switch, feature_names};
 use ptecheck::oracle::campaign::{CampaignOptions, run};

@@ -3,6 +3,8 @@
 //! proptest-regressions/. Shrinking works on the generator's input bytes, so every shrunk
 //! program is valid.
 
+#![forbid(unsafe_code)]
+
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use ptecheck::generator::{GenConfig, Switch, generate_from_bytes};

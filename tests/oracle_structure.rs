@@ -2,6 +2,8 @@
 //! them: each test emits a built-in example, edits the loaded program the way an emitter bug
 //! would, and expects the named invariant with its message.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format::{self, LoadedProgram};
 use ptecheck::generator::examples::example;

@@ -2,6 +2,8 @@
 //! NaN whatever its payload, `-0.0` differs from `+0.0`, bools compare by truth, every other
 //! dtype by bytes; lists by length and elements; the rendering used in failure messages.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::ir::bound::Bound;
 use ptecheck::oracle::values::{Verdict, compare, difference, same, same_all, show};
 use ptecheck::program::ScalarType;

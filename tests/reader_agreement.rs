@@ -3,6 +3,8 @@
 //! seeded structural mutations of each: same acceptance, same decoded program, same kind of
 //! refusal. The `load_pte` fuzz target runs the same comparison on every input it tries.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::format::{self, oracle::decoders_agree};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};

@@ -1,6 +1,8 @@
 //! Test backends at run time: sharing a stateful (`argkeep`) handle is visible as wrong
 //! outputs, and mutable buffers start from their serialized initial values.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::default_runtime;
 use ptecheck::backends::graph::{Flavor, lower};
 use ptecheck::emit::{EmitOptions, emit};

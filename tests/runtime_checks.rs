@@ -1,6 +1,8 @@
 //! Init-time checks: real programs pass; each bad-program class is rejected with its typed error
 //! and ExecuTorch code.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::format;
 use ptecheck::program::*;
 use ptecheck::program::{SCRATCH_KEY, ScratchSpec};
@@ -348,4 +350,32 @@ fn planned_arenas_beyond_the_memory_limit_fail_init_before_any_backend() {
     assert!(trace.events().is_empty(), "a backend was initialised: {:?}", trace.events());
     rt.memory_limit = arenas as usize;
     assert!(rt.load_method(&loaded, "forward", None, &Trace::default()).is_ok());
+}
+
+#[test]
+fn a_kernels_working_copies_are_bounded_by_the_memory_limit_not_only_its_tensors() {
+    use ptecheck::runtime::{Runtime, RuntimeError, Session};
+    // Within the limit, the planned arenas load; the kernels' copies of their operands (each
+    // element as f64 and as i64, and a map per operand) are several times the tensors' bytes.
+    let data = real("cpu_add_mul");
+    let loaded = format::load(&data).expect("loads");
+    let arenas: i64 = loaded.program.plans()[0].non_const_buffer_sizes.as_deref().unwrap_or(&[]).iter().sum();
+    let run = |limit: usize| {
+        let rt = Runtime { memory_limit: limit, ..Runtime::default() };
+        let session = Session::new(&loaded, &rt);
+        let mut method = session.load("forward").expect("the arenas fit the limit");
+        for i in 0..method.num_inputs() {
+            let template = method.input_template(i).expect("an input within the limit");
+            method.set_input(i, &template).expect("sets");
+        }
+        method.execute()
+    };
+    match run(arenas as usize) {
+        Err(RuntimeError::Kernel { code, detail, .. }) => {
+            assert_eq!(code, ErrorCode::MemoryAllocationFailed, "{detail}");
+            assert!(detail.contains("working copies") && detail.contains(&format!("{arenas}-byte")), "{detail}");
+        }
+        other => panic!("arenas of {arenas} bytes: {other:?}"),
+    }
+    assert!(run(1 << 20).is_ok());
 }

@@ -3,6 +3,8 @@
 //! `ptecheck run --expect`. The XNNPACK files run on the reference XNNPACK interpreter and
 //! match real XNNPACK's recorded outputs bit for bit.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::default_runtime;
 use ptecheck::format;
 use ptecheck::oracle::replay::run_expect;

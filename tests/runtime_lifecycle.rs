@@ -2,6 +2,8 @@
 //! (on drop, and after a failed init), zero backend calls for a program that fails a check, and
 //! the instruction budget.
 
+#![forbid(unsafe_code)]
+
 use ptecheck::backends::compiler_demo::CompilerDemoBackend;
 use ptecheck::backends::default_runtime;
 use ptecheck::backends::failing::FailingBackend;

@@ -3,6 +3,8 @@
 //! ways twice), the blob round trip, and lowered modules checked end to end — called
 //! repeatedly, from two methods and in a map body, shared and unshared — by every invariant.
 
+#![forbid(unsafe_code)]
+
 use pte::xnnpack::{self as blob, NodeType, Payload, XValue};
 use ptecheck::backends::xnnpack::{self, lower::to_blob};
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};

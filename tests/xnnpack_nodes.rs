@@ -2,6 +2,8 @@
 //! backend end to end: unsupported nodes and datatypes refused at init with their index, and
 //! lowered modules run under the runtime.
 
+#![forbid(unsafe_code)]
+
 use pte::xnnpack::{INVALID_ID, MinMax, NodeType, Payload, XNode};
 use ptecheck::backends::xnnpack::interp::{T, run_node};
 

@@ -45,6 +45,9 @@ pub struct Frame<'a> {
     pub memory_limit: usize,
     /// A seeded bug the kernels exhibit (mutation testing only; `None` in normal use).
     pub fault: Option<crate::fault::Fault>,
+    /// Bytes of working copies (elements as f64 or i64, broadcast maps) the running kernel
+    /// has made, bounded by `memory_limit` ([`Frame::working`]; reset before each kernel).
+    pub working: std::cell::Cell<usize>,
 }
 
 impl Frame<'_> {
@@ -143,8 +146,29 @@ impl Frame<'_> {
         Ok(self.tensor(v)?.dtype)
     }
 
+    /// Charges `elements` working elements of 8 bytes each (an f64, i64 or index copy) to the
+    /// running kernel, before it makes them: refused with MemoryAllocationFailed, naming
+    /// `what`, when its working copies would pass the memory limit. A kernel's copies are
+    /// several times its tensors' bytes (a bool tensor read as f64 is 8x), so planned arenas
+    /// within the limit do not bound them by themselves.
+    pub fn working(&self, elements: usize, what: &dyn std::fmt::Display) -> OpResult<()> {
+        let limit = self.memory_limit;
+        let total = elements.checked_mul(8).and_then(|b| b.checked_add(self.working.get()));
+        match total {
+            Some(total) if total <= limit => {
+                self.working.set(total);
+                Ok(())
+            }
+            _ => Err(OpError::new(
+                ErrorCode::MemoryAllocationFailed,
+                format!("{what}: working copies of {elements} more elements pass the {limit}-byte memory limit"),
+            )),
+        }
+    }
+
     /// Elements of the tensor in slot `v` as f64.
     pub fn read_f64(&self, v: usize) -> OpResult<Vec<f64>> {
+        self.working(self.tensor(v)?.numel(), &format_args!("values[{v}]"))?;
         let dtype = self.dtype(v)?;
         decode_f64(dtype, self.bytes(v)?)
             .map_err(|c| OpError::new(c, format!("values[{v}]: dtype {dtype} unsupported")))
@@ -152,6 +176,7 @@ impl Frame<'_> {
 
     /// Elements of the tensor in slot `v` as i64.
     pub fn read_i64(&self, v: usize) -> OpResult<Vec<i64>> {
+        self.working(self.tensor(v)?.numel(), &format_args!("values[{v}]"))?;
         let dtype = self.dtype(v)?;
         decode_i64(dtype, self.bytes(v)?)
             .map_err(|c| OpError::new(c, format!("values[{v}]: dtype {dtype} unsupported")))

@@ -104,6 +104,14 @@ pub(crate) fn broadcast_index(out: &[usize], inp: &[usize]) -> Vec<usize> {
     result
 }
 
+/// [`broadcast_index`] inside a kernel: the map's elements are charged to its working
+/// copies first ([`Frame::working`]).
+fn broadcast_map(f: &Frame<'_>, out: &[usize], inp: &[usize]) -> OpResult<Vec<usize>> {
+    let numel = checked_numel(out).ok_or_else(|| bad(format!("shape {out:?} overflows")))?;
+    f.working(numel, &format_args!("a broadcast to {out:?}"))?;
+    Ok(broadcast_index(out, inp))
+}
+
 fn norm_dim(dim: i64, rank: usize) -> OpResult<usize> {
     let r = rank.max(1) as i64;
     let d = if dim < 0 { dim + r } else { dim };
@@ -139,7 +147,7 @@ fn binary(
     let (sb, fb, ib) = operand(f, b)?;
     let shape = broadcast_shape(&sa, &sb)?;
     resize_out(f, out, &shape)?;
-    let (ma, mb) = (broadcast_index(&shape, &sa), broadcast_index(&shape, &sb));
+    let (ma, mb) = (broadcast_map(f, &shape, &sa)?, broadcast_map(f, &shape, &sb)?);
     let dtype = f.dtype(out)?;
     if is_float(dtype) {
         let r: Vec<f64> = ma.iter().zip(&mb).map(|(x, y)| fop(fa[*x], fb[*y])).collect();
@@ -158,7 +166,7 @@ fn compare(f: &mut Frame<'_>, a: usize, b: usize, out: usize, op: impl Fn(Orderi
     let (sb, fb, ib) = operand(f, b)?;
     let shape = broadcast_shape(&sa, &sb)?;
     resize_out(f, out, &shape)?;
-    let (ma, mb) = (broadcast_index(&shape, &sa), broadcast_index(&shape, &sb));
+    let (ma, mb) = (broadcast_map(f, &shape, &sa)?, broadcast_map(f, &shape, &sb)?);
     // Integer tensors compare exactly; floats in f64 (a comparison with NaN is false).
     let r: Vec<i64> = ma
         .iter()
@@ -290,8 +298,10 @@ fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
     };
     // Bounds `n * m` (by the output's slot or the memory limit) before anything that size.
     resize_out(f, out, &shape)?;
+    // The bias as f64 and the result, before either is made.
+    f.working(n.saturating_mul(m).saturating_mul(2), &format_args!("a {n}x{m} product"))?;
     let b = match bias_values {
-        Some((sb, vals)) => broadcast_index(&shape, &sb).iter().map(|i| vals[*i]).collect(),
+        Some((sb, vals)) => broadcast_map(f, &shape, &sb)?.iter().map(|i| vals[*i]).collect(),
         None => vec![0.0; n * m],
     };
     let single = f.dtype(out)? == ScalarType::FLOAT;
@@ -601,7 +611,7 @@ fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     // The destination is bounded (its slot, or the memory limit) before a map of its
     // elements is built.
     resize_out(f, a[0], &dst_shape)?;
-    let map = broadcast_index(&dst_shape, &ss);
+    let map = broadcast_map(f, &dst_shape, &ss)?;
     if is_float(f.dtype(a[0])?) {
         f.write_f64(a[0], &map.iter().map(|i| fs[*i]).collect::<Vec<_>>())?;
     } else {

@@ -232,6 +232,7 @@ fn build_frame<'a>(
         constants,
         memory_limit,
         fault,
+        working: std::cell::Cell::new(0),
     };
     let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
         method: method.into(),
@@ -459,6 +460,7 @@ impl<'a> Method<'a> {
                 let kernel = self.kernels.get(op).copied().flatten().ok_or_else(|| {
                     self.exec_err(site, ErrorCode::OperatorMissing, format!("operator {op} has no kernel"))
                 })?;
+                self.frame.working.set(0);
                 kernel(&mut self.frame, &args).map_err(|e| RuntimeError::Kernel {
                     method: self.name.clone(),
                     site,

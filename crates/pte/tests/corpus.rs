@@ -1,6 +1,8 @@
 //! Compatibility with files ExecuTorch itself wrote (corpus/real, copied from the shared corpus):
 //! decoding matches ExecuTorch's own decoder, and our writer reproduces the bytes.
 
+#![forbid(unsafe_code)]
+
 use pte::format::{self, Layout, WriteOptions};
 use serde_json::Value;
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! One test per class of bad input: each is rejected by `format::load` with its own typed error
 //! naming the field, index or offset — never a panic.
 
+#![forbid(unsafe_code)]
+
 use flatbuffers::FlatBufferBuilder;
 use pte::format::{self, FormatError, LoadLimits, WriteOptions};
 use pte::program::*;

@@ -1,5 +1,7 @@
 //! External data (`.ptd`): write -> load round trip, shared blobs, and typed rejections.
 
+#![forbid(unsafe_code)]
+
 use pte::format::{FormatError, TensorLayout, load_ptd, write_ptd};
 use pte::program::ScalarType;
 

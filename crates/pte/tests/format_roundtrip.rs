@@ -2,6 +2,8 @@
 //! segments, inline blobs), write -> load gives an equal program, and write∘load∘write = write,
 //! in both serializer layouts. `PROPTEST_CASES` raises the case count.
 
+#![forbid(unsafe_code)]
+
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;

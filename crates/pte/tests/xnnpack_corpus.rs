@@ -3,6 +3,8 @@
 //! it (checked by hand against `flatc --json`, notes in docs/xnnpack.md), and survives a
 //! write -> load round trip with stable bytes.
 
+#![forbid(unsafe_code)]
+
 use pte::xnnpack::{self, NodeType, Payload, XnnBlob};
 use std::path::PathBuf;
 

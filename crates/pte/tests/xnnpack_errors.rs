@@ -2,6 +2,8 @@
 //! or its bytes where the model cannot express the fault), with the typed error it names and
 //! the error code ExecuTorch's runtime gives (or would give instead of misbehaving).
 
+#![forbid(unsafe_code)]
+
 use pte::xnnpack::{
     self, ConstantEntry, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, INVALID_ID, MinMax, NodeType, Payload, TensorValue,
     XNode, XValue, XnnError, XnnGraph,
