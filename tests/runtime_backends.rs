@@ -122,9 +122,14 @@ fn a_nested_plan_runs_within_the_memory_limit_it_is_given() {
     let m = lower(Flavor::Demo, step_graph(), vec![], None).expect("lowers");
     let plan = parse(&m.processed).expect("parses");
     let x = HostValue::Tensor(HostTensor::f32(vec![2, 4], &[1.0; 8]));
-    assert!(plan.run(std::slice::from_ref(&x), 1 << 20).is_ok());
-    let e = plan.run(&[x], 8).expect_err("arenas above 8 bytes");
+    let (_, spent) = plan.run(std::slice::from_ref(&x), 1 << 20, u64::MAX).expect("runs");
+    let e = plan.run(std::slice::from_ref(&x), 8, u64::MAX).expect_err("arenas above 8 bytes");
     assert_eq!(e.code(), ptecheck::runtime::ErrorCode::MemoryAllocationFailed, "{e}");
+    // Its kernels' work is what it spent, and a budget one element short stops it.
+    assert!(spent > 0);
+    assert_eq!(plan.run(std::slice::from_ref(&x), 1 << 20, spent).map(|r| r.1).ok(), Some(spent));
+    let e = plan.run(&[x], 1 << 20, spent - 1).expect_err("one element short");
+    assert!(e.to_string().contains("work budget"), "{e}");
 }
 
 #[test]
@@ -147,13 +152,52 @@ fn the_compiler_demo_checks_a_result_against_its_entry_and_the_limit_before_maki
     let n = 1usize << 20;
     // [2^20, 0] @ [0, 2^20]: no element either side, a 2^40-element result.
     let ins = [(vec![n, 0], vec![]), (vec![0, n], vec![])];
-    let e = run(&[DemoEntry { op: DemoOp::Mm, numel: n * n }], &ins, 1 << 20).expect_err("over the limit");
+    let free = |_: u64, _: &dyn std::fmt::Display| Ok(());
+    let e = run(&[DemoEntry { op: DemoOp::Mm, numel: n * n }], &ins, 1 << 20, &free).expect_err("over the limit");
     assert_eq!(e.code, ErrorCode::MemoryAllocationFailed, "{e}");
-    let e = run(&[DemoEntry { op: DemoOp::Mm, numel: 4 }], &ins, 1 << 20).expect_err("not the entry's numel");
+    let e = run(&[DemoEntry { op: DemoOp::Mm, numel: 4 }], &ins, 1 << 20, &free).expect_err("not the entry's numel");
     assert_eq!(e.code, ErrorCode::InvalidProgram, "{e}");
     assert!(e.detail.contains("entry 0 produces shape [1048576, 1048576], blob says numel 4"), "{e}");
     // Within both, it computes.
     let small = [(vec![1, 2], vec![1.0, 2.0]), (vec![2, 1], vec![3.0, 4.0])];
-    let (shape, values) = run(&[DemoEntry { op: DemoOp::Mm, numel: 1 }], &small, 1 << 20).expect("runs");
+    let (shape, values) = run(&[DemoEntry { op: DemoOp::Mm, numel: 1 }], &small, 1 << 20, &free).expect("runs");
     assert_eq!((shape, values), (vec![1, 1], vec![11.0]));
+    // Each entry's work is spent before it is done: a [3, 5] @ [5, 7] product reads 15 + 35
+    // elements and makes 3 x 5 x 7 multiply-adds; a spender that refuses stops it there.
+    let spent = std::cell::Cell::new(0u64);
+    let count = |w: u64, _: &dyn std::fmt::Display| {
+        spent.set(spent.get() + w);
+        Ok(())
+    };
+    let product = [(vec![3, 5], vec![1.0; 15]), (vec![5, 7], vec![1.0; 35])];
+    run(&[DemoEntry { op: DemoOp::Mm, numel: 21 }], &product, 1 << 20, &count).expect("runs");
+    assert_eq!(spent.get(), 15 + 35 + 3 * 5 * 7);
+    let refuse = |w: u64, what: &dyn std::fmt::Display| {
+        Err(ptecheck::runtime::frame::OpError::new(ErrorCode::InvalidProgram, format!("{what}: {w}")))
+    };
+    let e = run(&[DemoEntry { op: DemoOp::Mm, numel: 21 }], &product, 1 << 20, &refuse).expect_err("refused");
+    assert_eq!(e.detail, "entry 0: 155");
+}
+
+#[test]
+fn a_nested_plan_spends_from_its_callers_work_budget() {
+    use ptecheck::runtime::{Runtime, RuntimeError};
+    // Two delegate calls and no CPU kernel around them: all the work the method spends is
+    // what its nested plans did, so a delegate cannot multiply the budget by being called.
+    let bytes = emit(&two_calls(false), &EmitOptions::default()).expect("emits").to_bytes().expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let execute = |rt: &Runtime| {
+        let mut m = rt.load_method(&loaded, "forward", None, &Trace::default()).expect("loads");
+        m.set_input(0, &HostValue::Tensor(HostTensor::f32(vec![2, 4], &[0.5; 8]))).expect("input");
+        let outcome = m.execute();
+        (outcome, m.work_spent())
+    };
+    let mut rt = default_runtime();
+    let (outcome, spent) = execute(&rt);
+    assert!(outcome.is_ok() && spent > 0, "{outcome:?}, {spent} spent");
+    rt.work_budget = spent - 1;
+    match execute(&rt).0 {
+        Err(e @ RuntimeError::Delegate { .. }) => assert!(e.to_string().contains("work budget"), "{e}"),
+        other => panic!("one element short of {spent}: {other:?}"),
+    }
 }

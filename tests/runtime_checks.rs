@@ -379,3 +379,63 @@ fn a_kernels_working_copies_are_bounded_by_the_memory_limit_not_only_its_tensors
     }
     assert!(run(1 << 20).is_ok());
 }
+
+/// Loads `forward` of real file `name` under `rt`, sets every input to its template and
+/// executes it: the outcome and the work it spent.
+fn execute_real(name: &str, rt: &ptecheck::runtime::Runtime) -> (Result<(), ptecheck::runtime::RuntimeError>, u64) {
+    use ptecheck::runtime::Session;
+    let data = real(name);
+    let loaded = format::load(&data).expect("loads");
+    let session = Session::new(&loaded, rt);
+    let mut method = session.load("forward").expect("inits");
+    for i in 0..method.num_inputs() {
+        let template = method.input_template(i).expect("an input within the limit");
+        method.set_input(i, &template).expect("sets");
+    }
+    let outcome = method.execute();
+    (outcome, method.work_spent())
+}
+
+#[test]
+fn kernels_delegates_and_their_nested_plans_spend_one_work_budget_per_execution() {
+    use ptecheck::runtime::RuntimeError;
+    // CPU kernels (a linear's products), a delegate running a nested plan three times, and an
+    // XNNPACK delegate: each spends work, refused at the element that passes the budget, and
+    // runs again within exactly what it spent.
+    for name in ["cpu_linear_relu", "demo_repeated_call_3x", "xnn_single_partition"] {
+        let mut rt = ptecheck::backends::default_runtime();
+        let (outcome, spent) = execute_real(name, &rt);
+        assert!(outcome.is_ok() && spent > 0, "{name}: {outcome:?}, {spent} spent");
+        rt.work_budget = spent;
+        let (outcome, again) = execute_real(name, &rt);
+        assert!(outcome.is_ok() && again == spent, "{name}: {outcome:?}, {again} of {spent}");
+        rt.work_budget = spent - 1;
+        match execute_real(name, &rt).0 {
+            Err(e @ (RuntimeError::Kernel { .. } | RuntimeError::Delegate { .. })) => {
+                assert_eq!(e.code(), ErrorCode::InvalidProgram, "{name}: {e}");
+                assert!(e.to_string().contains("work budget"), "{name}: {e}");
+            }
+            other => panic!("{name}: a budget of {} below the {spent} spent: {other:?}", spent - 1),
+        }
+        // Every budget short of what was spent stops the run, and for a delegating program
+        // some of them stop it inside a delegate: its work is counted where it is done.
+        let inside: Vec<u64> = (0..spent)
+            .filter(|&budget| {
+                rt.work_budget = budget;
+                match execute_real(name, &rt).0 {
+                    Err(e @ RuntimeError::Delegate { .. }) => e.to_string().contains("work budget"),
+                    Err(e) => {
+                        assert!(e.to_string().contains("work budget"), "{name}, budget {budget}: {e}");
+                        false
+                    }
+                    Ok(()) => panic!("{name}: a budget of {budget} below the {spent} spent ran"),
+                }
+            })
+            .collect();
+        assert_eq!(
+            inside.is_empty(),
+            name == "cpu_linear_relu",
+            "{name}: budgets stopped inside a delegate: {inside:?}"
+        );
+    }
+}

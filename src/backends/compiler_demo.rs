@@ -150,8 +150,15 @@ fn add(a: &T, b: &T, bound: impl Fn(&[usize]) -> OpResult<usize>) -> OpResult<T>
     Ok((shape, ma.iter().zip(&mb).map(|(x, y)| a.1[*x] + b.1[*y]).collect()))
 }
 
-/// Runs the chain of entries on `inputs` (P13); no result may take more than `limit` bytes.
-pub fn run(entries: &[DemoEntry], inputs: &[T], limit: usize) -> OpResult<T> {
+/// Runs the chain of entries on `inputs` (P13); no result may take more than `limit` bytes,
+/// and each entry's work (its operands' elements, a product's multiply-adds) is passed to
+/// `spend` before it is done.
+pub fn run(
+    entries: &[DemoEntry],
+    inputs: &[T],
+    limit: usize,
+    spend: &dyn Fn(u64, &dyn std::fmt::Display) -> OpResult<()>,
+) -> OpResult<T> {
     let mut next = 0usize;
     let mut prev: Option<T> = None;
     for (i, e) in entries.iter().enumerate() {
@@ -168,6 +175,16 @@ pub fn run(entries: &[DemoEntry], inputs: &[T], limit: usize) -> OpResult<T> {
         // Every result is checked against the entry's numel (and the limit) before it is made.
         let bound = |shape: &[usize]| sized(shape, Some(e.numel), limit, i);
         let within = |shape: &[usize]| sized(shape, None, limit, i);
+        let read: u64 = ops.iter().map(|o| o.1.len() as u64).sum();
+        let products = match (e.op, &ops[..]) {
+            // n x k x m: the first operand's elements times the second's over k.
+            (DemoOp::Mm | DemoOp::Linear, [a, b, ..]) => match a.0.get(1) {
+                Some(&k) if k > 0 => (a.1.len() as u64).saturating_mul((b.1.len() / k) as u64),
+                _ => 0,
+            },
+            _ => 0,
+        };
+        spend(read.saturating_add(products), &format_args!("entry {i}"))?;
         let r = match e.op {
             DemoOp::Sin => (ops[0].0.clone(), ops[0].1.iter().map(|v| v.sin()).collect()),
             DemoOp::Mm => matmul(&ops[0], &ops[1], false, bound)?,
@@ -207,7 +224,8 @@ impl Backend for CompilerDemoBackend {
             let x = args.frame.read_f64(v)?;
             inputs.push((args.frame.sizes(v)?, x.iter().map(|f| *f as f32).collect::<Vec<f32>>()));
         }
-        let (shape, values) = run(entries, &inputs, args.frame.memory_limit)?;
+        let frame = &*args.frame;
+        let (shape, values) = run(entries, &inputs, frame.memory_limit, &|work, what| frame.spend(work, what))?;
         args.frame.resize(*out, &shape)?;
         args.frame.write_f64(*out, &values.iter().map(|v| *v as f64).collect::<Vec<_>>())
     }

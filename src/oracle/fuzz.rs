@@ -19,6 +19,10 @@ use arbitrary::Unstructured;
 /// Instruction budget per execute while fuzzing.
 pub const FUZZ_INSTRUCTION_BUDGET: u64 = 20_000;
 
+/// Elements of kernel work one fuzzed execution may do (the fuzzers' counterpart of
+/// [`crate::runtime::DEFAULT_WORK_BUDGET`]).
+pub const FUZZ_WORK_BUDGET: u64 = 1 << 24;
+
 /// What happened to one input: the class `tests/fuzz_replay.rs` records for every committed
 /// input and asserts on replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +59,7 @@ impl Outcome {
 pub fn fuzz_runtime(input_len: usize) -> Runtime {
     let mut rt = default_runtime();
     rt.instruction_budget = FUZZ_INSTRUCTION_BUDGET;
+    rt.work_budget = FUZZ_WORK_BUDGET;
     // Kernels keep a few f64/usize vectors per element alive: stay well inside the fuzz
     // allocator's bound of 4 x input + 1 MiB.
     rt.memory_limit = (input_len / 16).max(16 * 1024);

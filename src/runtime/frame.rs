@@ -48,6 +48,9 @@ pub struct Frame<'a> {
     /// Bytes of working copies (elements as f64 or i64, broadcast maps) the running kernel
     /// has made, bounded by `memory_limit` ([`Frame::working`]; reset before each kernel).
     pub working: std::cell::Cell<usize>,
+    /// Elements of work the kernels may still do in this `execute()` ([`Frame::spend`]; set
+    /// from `Runtime::work_budget` as it starts).
+    pub work_left: std::cell::Cell<u64>,
 }
 
 impl Frame<'_> {
@@ -157,13 +160,31 @@ impl Frame<'_> {
         match total {
             Some(total) if total <= limit => {
                 self.working.set(total);
-                Ok(())
+                self.spend(elements as u64, what)
             }
             _ => Err(OpError::new(
                 ErrorCode::MemoryAllocationFailed,
                 format!("{what}: working copies of {elements} more elements pass the {limit}-byte memory limit"),
             )),
         }
+    }
+
+    /// Spends `elements` of the method's work budget (elements a kernel reads, broadcasts or
+    /// multiplies; a nested plan's whole run): refused (InvalidProgram, as a spent instruction
+    /// budget is) when less is left, naming `what` and the budget's remainder.
+    pub fn spend(&self, elements: u64, what: &dyn std::fmt::Display) -> OpResult<()> {
+        let left = self.work_left.get();
+        if elements > left {
+            self.work_left.set(0);
+            return Err(OpError::new(
+                ErrorCode::InvalidProgram,
+                format!(
+                    "{what}: {elements} more elements of work pass the work budget ({left} left in this execution)"
+                ),
+            ));
+        }
+        self.work_left.set(left - elements);
+        Ok(())
     }
 
     /// Elements of the tensor in slot `v` as f64.

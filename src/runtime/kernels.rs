@@ -298,8 +298,10 @@ fn matmul_into(f: &mut Frame<'_>, mm: Matmul) -> OpResult<()> {
     };
     // Bounds `n * m` (by the output's slot or the memory limit) before anything that size.
     resize_out(f, out, &shape)?;
-    // The bias as f64 and the result, before either is made.
+    // The bias as f64 and the result, before either is made; then the products themselves.
     f.working(n.saturating_mul(m).saturating_mul(2), &format_args!("a {n}x{m} product"))?;
+    let products = (n as u64).saturating_mul(m as u64).saturating_mul(k as u64);
+    f.spend(products, &format_args!("a {n}x{k} by {k}x{m} product"))?;
     let b = match bias_values {
         Some((sb, vals)) => broadcast_map(f, &shape, &sb)?.iter().map(|i| vals[*i]).collect(),
         None => vec![0.0; n * m],

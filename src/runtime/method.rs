@@ -16,6 +16,10 @@ use std::sync::Arc;
 /// ExecuTorch's per-`execute()` instruction limit (X3).
 pub const DEFAULT_INSTRUCTION_BUDGET: u64 = 10_000_000;
 
+/// Default [`Runtime::work_budget`]: elements one `execute()` may have its kernels work
+/// through (2^31, seconds of work at most).
+pub const DEFAULT_WORK_BUDGET: u64 = 1 << 31;
+
 /// Registry, options and limits used to load methods.
 #[derive(Clone)]
 pub struct Runtime {
@@ -25,6 +29,11 @@ pub struct Runtime {
     pub options: RuntimeOptions,
     /// Instructions one `execute()` may run.
     pub instruction_budget: u64,
+    /// Elements one `execute()` may have its kernels read, broadcast or multiply, a delegate's
+    /// nested plans included ([`crate::runtime::frame::Frame::spend`]): an instruction is cheap
+    /// to count but a kernel's work grows with its tensors, so instructions alone do not bound
+    /// the time a crafted program takes.
+    pub work_budget: u64,
     /// A seeded bug to exhibit (mutation testing only; `None` in normal use).
     pub fault: Option<Fault>,
     /// Most bytes of planned arenas plus any one tensor outside them.
@@ -40,6 +49,7 @@ impl Default for Runtime {
             registry: BackendRegistry::default(),
             options: RuntimeOptions::default(),
             instruction_budget: DEFAULT_INSTRUCTION_BUDGET,
+            work_budget: DEFAULT_WORK_BUDGET,
             fault: None,
             memory_limit: DEFAULT_MEMORY_LIMIT,
         }
@@ -65,6 +75,7 @@ pub struct Method<'a> {
     delegates: Vec<LiveDelegate>,
     trace: Trace,
     budget: u64,
+    work_budget: u64,
     inputs_set: Vec<bool>,
     fault: Option<Fault>,
 }
@@ -233,6 +244,7 @@ fn build_frame<'a>(
         memory_limit,
         fault,
         working: std::cell::Cell::new(0),
+        work_left: std::cell::Cell::new(0),
     };
     let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
         method: method.into(),
@@ -346,6 +358,7 @@ impl<'a> Method<'a> {
             delegates: Vec::new(),
             trace: trace.clone(),
             budget: rt.instruction_budget,
+            work_budget: rt.work_budget,
             inputs_set: vec![false; plan.inputs.as_ref().map_or(0, Vec::len)],
             fault: rt.fault,
         };
@@ -422,6 +435,11 @@ impl<'a> Method<'a> {
         Ok(())
     }
 
+    /// Elements of kernel work the last `execute()` spent ([`Runtime::work_budget`]).
+    pub fn work_spent(&self) -> u64 {
+        self.work_budget.saturating_sub(self.frame.work_left.get())
+    }
+
     /// Runs every chain once.
     pub fn execute(&mut self) -> Result<(), RuntimeError> {
         if let Some(i) = self.inputs_set.iter().position(|s| !s) {
@@ -433,6 +451,7 @@ impl<'a> Method<'a> {
             });
         }
         let mut executed: u64 = 0;
+        self.frame.work_left.set(self.work_budget);
         for (c, chain) in self.plan.chain_list().iter().enumerate() {
             let instrs = chain.instruction_list();
             let mut pc = 0usize;

@@ -25,7 +25,7 @@ pub use backend::{
 pub use check::{check_all_methods, check_method};
 pub use error::{CheckError, ErrorCode, RuntimeError, Site};
 pub use frame::{Frame, OpError};
-pub use method::{DEFAULT_INSTRUCTION_BUDGET, DataSources, Method, Runtime};
+pub use method::{DEFAULT_INSTRUCTION_BUDGET, DEFAULT_WORK_BUDGET, DataSources, Method, Runtime};
 pub use nested::NestedPlan;
 pub use session::Session;
 pub use value::{HostTensor, HostValue};

@@ -82,9 +82,16 @@ impl NestedPlan {
         self.plan.outputs.as_ref().map_or(0, Vec::len)
     }
 
-    /// Runs the plan once on `inputs` in a fresh frame bounded by `memory_limit`.
-    pub fn run(&self, inputs: &[HostValue], memory_limit: usize) -> Result<Vec<HostValue>, RuntimeError> {
-        let rt = Runtime { instruction_budget: NESTED_INSTRUCTION_BUDGET, memory_limit, ..Runtime::default() };
+    /// Runs the plan once on `inputs` in a fresh frame bounded by `memory_limit`, its kernels
+    /// doing at most `work_budget` elements of work; the outputs and the work spent.
+    pub fn run(
+        &self,
+        inputs: &[HostValue],
+        memory_limit: usize,
+        work_budget: u64,
+    ) -> Result<(Vec<HostValue>, u64), RuntimeError> {
+        let rt =
+            Runtime { instruction_budget: NESTED_INSTRUCTION_BUDGET, memory_limit, work_budget, ..Runtime::default() };
         let sources = DataSources {
             constants: self.constants.iter().map(|r| &self.file[r.clone()]).collect(),
             mutable_data: &[],
@@ -96,7 +103,7 @@ impl NestedPlan {
             m.set_input(i, v)?;
         }
         m.execute()?;
-        m.outputs()
+        Ok((m.outputs()?, m.work_spent()))
     }
 
     /// Runs the plan for one DelegateCall whose args are `inputs ++ outputs` (further args,
@@ -112,9 +119,12 @@ impl NestedPlan {
         }
         let inputs =
             args.args[..n_in].iter().map(|v| args.frame.host_value(*v)).collect::<OpResult<Vec<HostValue>>>()?;
-        let outputs = self
-            .run(&inputs, args.frame.memory_limit)
+        // The nested run spends from the caller's work budget: a delegate called many times
+        // cannot multiply it.
+        let (outputs, spent) = self
+            .run(&inputs, args.frame.memory_limit, args.frame.work_left.get())
             .map_err(|e| OpError::new(e.code(), format!("inside the delegate: {e}")))?;
+        args.frame.spend(spent, &"the delegate's nested plan")?;
         for (slot, value) in args.args[n_in..n_in + n_out].iter().zip(&outputs) {
             args.frame.set_host_value(*slot, value)?;
         }

@@ -132,7 +132,12 @@ impl Compiled {
     /// Runs the nodes on `inputs` (value index, tensor); every value computed, by value index.
     /// No result may exceed `limit` elements, nor all constants and results together
     /// `limit` × 4.
-    fn evaluate(&self, inputs: Vec<(usize, T)>, limit: usize) -> OpResult<Vec<Option<T>>> {
+    fn evaluate(
+        &self,
+        inputs: Vec<(usize, T)>,
+        limit: usize,
+        spend: &dyn Fn(u64, &dyn std::fmt::Display) -> OpResult<()>,
+    ) -> OpResult<Vec<Option<T>>> {
         let mut budget = limit.saturating_mul(4);
         let g = &self.blob.blob.graph;
         let mut vals: Vec<Option<T>> = vec![None; g.values.len()];
@@ -178,6 +183,7 @@ impl Compiled {
                         .ok_or_else(|| failed(format!("{field} = {id} has no value yet")))
                 })
                 .collect::<OpResult<Vec<&T>>>()?;
+            spend(node_work(node, &ins), &format_args!("xnodes[{i}] ({})", node.node_type.name()))?;
             let out = interp::run_node(node, &ins, limit.min(budget)).map_err(failed)?;
             budget = budget.saturating_sub(out.data.len());
             for (field, id) in node.payload.outputs() {
@@ -218,7 +224,8 @@ impl Compiled {
             inputs.push((v, T::new(shape, f32s(args.frame.bytes(s)?))));
         }
         let limit = args.frame.memory_limit / 4;
-        let vals = self.evaluate(inputs, limit)?;
+        let frame = &*args.frame;
+        let vals = self.evaluate(inputs, limit, &|work, what| frame.spend(work, what))?;
         for &(ext, v) in &self.outputs {
             let s = slot(ext)?;
             let t = vals[v].as_ref().ok_or_else(|| {
@@ -233,6 +240,21 @@ impl Compiled {
         }
         Ok(())
     }
+}
+
+/// Elements of work `node` does on `ins` (its operands): a product's multiply-adds (an upper
+/// bound for a batched product whose operands are both batched), else the operands' elements.
+fn node_work(node: &xnnpack::XNode, ins: &[&T]) -> u64 {
+    let n = |t: &T| t.data.len() as u128;
+    let inner = |t: &T| t.shape.last().copied().unwrap_or(0) as u128;
+    let work = match (node.node_type, ins) {
+        // rows x outputs x k: the input's elements times the filter's outputs.
+        (xnnpack::NodeType::XNNFullyConnected, [x, w, ..]) if inner(x) > 0 => n(x) * (n(w) / inner(x)),
+        // batch(a) x batch(b) x m x n x k bounds the broadcast batch's m x n x k.
+        (xnnpack::NodeType::XNNBatchMatrixMultiply, [a, b, ..]) if inner(a) > 0 => n(a) * n(b) / inner(a),
+        _ => ins.iter().map(|t| n(t)).sum(),
+    };
+    u64::try_from(work).unwrap_or(u64::MAX)
 }
 
 /// Loads `processed` as `init` does and runs it once with every external input at its blob
@@ -252,7 +274,18 @@ pub fn run_standalone(processed: &[u8], named: &[(&str, &[u8])], fill: f32, limi
         })?;
         inputs.push((v, T::new(shape, vec![fill; n])));
     }
-    let vals = c.evaluate(inputs, limit)?;
+    // Work bounded as a method's would be, by the memory limit's worth of elements eight times.
+    let left = std::cell::Cell::new((limit as u64).saturating_mul(8));
+    let spend = |work: u64, what: &dyn std::fmt::Display| match left.get().checked_sub(work) {
+        Some(rest) => {
+            left.set(rest);
+            Ok(())
+        }
+        None => {
+            Err(OpError::new(ErrorCode::InvalidProgram, format!("{what}: {work} elements of work pass the budget")))
+        }
+    };
+    let vals = c.evaluate(inputs, limit, &spend)?;
     Ok(c.outputs.iter().filter_map(|&(ext, v)| vals[v].clone().map(|t| (ext, t))).collect())
 }
 
