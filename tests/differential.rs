@@ -479,3 +479,25 @@ fn endings_agree_only_at_the_same_stage_with_the_same_code() {
         assert_eq!(agree(&ours, &theirs), want, "{ours:?} vs {theirs:?}");
     }
 }
+
+#[test]
+fn the_server_answers_a_bad_line_and_goes_on_within_bounded_memory() {
+    use ptecheck::runner::protocol::MAX_LINE;
+    use std::io::Read;
+    // A line that is not UTF-8, one longer than MAX_LINE (never held whole), then a request
+    // that parses but names no program: each gets its reply, in order, and the server ends
+    // when its input does.
+    let input =
+        b"\xff\xfe not utf-8\n".chain(std::io::repeat(b'x').take(MAX_LINE as u64 + 10)).chain(&b"\n{\"id\": 7}\n"[..]);
+    let mut output = Vec::new();
+    ptecheck::runner::server::serve(std::io::BufReader::new(input), &mut output, None, None).expect("serves");
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(output).expect("UTF-8").lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let stage = |l: &serde_json::Value| l["stage"].as_str().map(str::to_string);
+    for (line, says) in [(&lines[1], "not UTF-8"), (&lines[2], "longer than")] {
+        assert_eq!(stage(line).as_deref(), Some("request"), "{line}");
+        assert!(line.to_string().contains(says), "{line}");
+    }
+    assert_eq!(lines[3]["id"], 7, "{}", lines[3]);
+}

@@ -4,18 +4,15 @@
 //! is killed if need be and restarted; the requests it had not answered are sent to the new
 //! process (the one that ended it is reported, not re-sent).
 
-use super::protocol::{Garbage, Hello, Reply, Request, parse_hello};
+use super::protocol::{Garbage, Hello, MAX_LINE, Reply, Request, parse_hello, read_line_bounded};
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
-
-/// Longest line read from a runner; a longer one is garbage.
-pub const MAX_LINE: usize = 64 << 20;
 /// Stderr lines kept for reports.
 pub const STDERR_TAIL: usize = 20;
 /// Bytes of one stderr line read (the rest of a longer line is dropped).
@@ -149,38 +146,6 @@ pub struct RunnerStats {
 enum Line {
     Text(String),
     TooLong,
-}
-
-/// Reads one line of at most `max` bytes (newline excluded) into `buf`, which is emptied
-/// first; the rest of a longer line is read and dropped a chunk at a time, so memory stays
-/// bounded by `max` whatever the child writes. `Ok(None)` at end of input, else whether the
-/// line was longer than `max`.
-fn read_line_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
-    buf.clear();
-    if (&mut *r).take(max as u64 + 1).read_until(b'\n', buf)? == 0 {
-        return Ok(None);
-    }
-    if buf.ends_with(b"\n") {
-        buf.pop();
-        return Ok(Some(false));
-    }
-    if buf.len() <= max {
-        // The last line, without a newline.
-        return Ok(Some(false));
-    }
-    loop {
-        let (done, used) = {
-            let chunk = r.fill_buf()?;
-            match chunk.iter().position(|b| *b == b'\n') {
-                Some(i) => (true, i + 1),
-                None => (chunk.is_empty(), chunk.len()),
-            }
-        };
-        r.consume(used);
-        if done {
-            return Ok(Some(true));
-        }
-    }
 }
 
 struct Proc {

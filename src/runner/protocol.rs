@@ -5,6 +5,7 @@ use crate::runtime::HostValue;
 use crate::runtime::io::{from_json, list_from_json, to_json};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use std::io::{BufRead, Read};
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -165,4 +166,40 @@ pub fn parse_hello(line: &str) -> Result<Hello, Garbage> {
 /// The hello line.
 pub fn hello_line(h: &Hello) -> String {
     json!({ "hello": h }).to_string()
+}
+
+/// Longest line either side reads: a runner's reply longer than this is garbage, a request
+/// longer than this is refused.
+pub const MAX_LINE: usize = 64 << 20;
+
+/// Reads one line of at most `max` bytes (newline excluded) into `buf`, which is emptied
+/// first; the rest of a longer line is read and dropped a chunk at a time, so memory stays
+/// bounded by `max` whatever the child writes. `Ok(None)` at end of input, else whether the
+/// line was longer than `max`.
+pub(crate) fn read_line_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    if (&mut *r).take(max as u64 + 1).read_until(b'\n', buf)? == 0 {
+        return Ok(None);
+    }
+    if buf.ends_with(b"\n") {
+        buf.pop();
+        return Ok(Some(false));
+    }
+    if buf.len() <= max {
+        // The last line, without a newline.
+        return Ok(Some(false));
+    }
+    loop {
+        let (done, used) = {
+            let chunk = r.fill_buf()?;
+            match chunk.iter().position(|b| *b == b'\n') {
+                Some(i) => (true, i + 1),
+                None => (chunk.is_empty(), chunk.len()),
+            }
+        };
+        r.consume(used);
+        if done {
+            return Ok(Some(true));
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! (a discrepancy the differential campaigns must find); `chaos` makes the process misbehave
 //! on purpose (crash, hang, garbage, no hello) to test the harness's handling of broken runners.
 
-use super::protocol::{Hello, PROTOCOL, Reply, Request, Stage, hello_line};
+use super::protocol::{Hello, MAX_LINE, PROTOCOL, Reply, Request, Stage, hello_line, read_line_bounded};
 use crate::fault::Fault;
 use crate::format;
 use crate::runtime::{HostValue, Runtime, RuntimeError, Session};
@@ -150,11 +150,22 @@ pub fn serve(
     output.flush()?;
     let mut files = Files(VecDeque::new());
     let mut n = 0u64;
-    for line in input.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
+    let (mut input, mut buf) = (input, Vec::new());
+    // Lines are read within MAX_LINE bytes; a longer one, or one that is not UTF-8, is
+    // answered as a bad request and the next line is served.
+    while let Some(too_long) = read_line_bounded(&mut input, MAX_LINE, &mut buf)? {
+        let refused = match std::str::from_utf8(&buf) {
+            _ if too_long => Some(format!("a request line longer than {MAX_LINE} bytes")),
+            Err(e) => Some(format!("a request line that is not UTF-8: {e}")),
+            Ok(line) if line.trim().is_empty() => continue,
+            Ok(_) => None,
+        };
+        if let Some(why) = refused {
+            writeln!(output, "{}", error(Stage::Request, why, None).to_line(None))?;
+            output.flush()?;
             continue;
         }
+        let line = String::from_utf8_lossy(&buf).into_owned();
         n += 1;
         match chaos {
             Some(Chaos::CrashOn(k)) if k == n => {
