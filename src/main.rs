@@ -245,7 +245,7 @@ struct CampaignArgs {
     #[arg(long, conflicts_with = "runner")]
     negative_end_to_end: bool,
     /// Worker threads (0: one per core). The report is the same for any number.
-    #[arg(long, short = 'j', default_value_t = 0)]
+    #[arg(long, short = 'j', default_value_t = 0, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=ptecheck::oracle::campaign::MAX_JOBS as u64))]
     jobs: usize,
     /// Run as N shard processes of this program, one job each, and merge their reports (each
     /// stops at its own first failure unless --keep-going). Processes give memory back without

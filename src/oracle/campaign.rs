@@ -359,6 +359,10 @@ pub fn case_flags(opts: &CampaignOptions) -> Vec<String> {
     flags
 }
 
+/// Most worker threads a campaign may be asked for (`--jobs`); a pool that cannot be built
+/// runs the campaign on one, and its report says so (`jobs`).
+pub const MAX_JOBS: usize = 1024;
+
 /// The worker count `jobs` stands for (0: one per core).
 pub fn effective_jobs(jobs: usize) -> usize {
     if jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { jobs }
