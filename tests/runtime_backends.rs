@@ -79,7 +79,7 @@ fn mutable_buffers_start_from_their_segment() {
     let bytes = format::write(&program, &refs, &Default::default()).expect("writes");
     let loaded = format::load(&bytes).expect("loads");
     let mut m = default_runtime().load_method(&loaded, "forward", None, &Trace::default()).expect("loads");
-    m.set_input(0, &HostValue::Tensor(HostTensor::zeros(ScalarType::FLOAT, vec![2, 4]))).expect("input");
+    m.set_input(0, &HostValue::Tensor(HostTensor::zeros(ScalarType::FLOAT, vec![2, 4]).expect("fits"))).expect("input");
     m.execute().expect("runs");
     assert_eq!(
         m.outputs().expect("outputs"),

@@ -234,7 +234,7 @@ fn execute_without_inputs_and_bad_inputs_are_typed_errors() {
     assert!(matches!(m.execute(), Err(RuntimeError::Input { index: 0, .. })));
     let wrong_shape = HostValue::Tensor(HostTensor::f32(vec![3, 2], &[0.0; 6]));
     assert!(matches!(m.set_input(0, &wrong_shape), Err(RuntimeError::Input { index: 0, .. })), "static shape is fixed");
-    let wrong_dtype = HostValue::Tensor(HostTensor::zeros(ScalarType::LONG, vec![2, 3]));
+    let wrong_dtype = HostValue::Tensor(HostTensor::zeros(ScalarType::LONG, vec![2, 3]).expect("fits"));
     assert!(matches!(m.set_input(1, &wrong_dtype), Err(RuntimeError::Input { index: 1, .. })));
     assert!(matches!(m.set_input(5, &wrong_dtype), Err(RuntimeError::Input { index: 5, .. })));
     assert!(matches!(
@@ -319,4 +319,11 @@ fn an_unplanned_dynamic_input_is_bounded_by_its_declared_shape() {
     m.execute().expect("runs");
     let outputs = m.outputs().expect("outputs");
     assert!(matches!(&outputs[0], HostValue::Tensor(t) if t.sizes == [3, 4]), "{outputs:?}");
+}
+
+#[test]
+fn a_zero_tensor_whose_bytes_overflow_is_refused_not_wrapped() {
+    assert_eq!(HostTensor::zeros(ScalarType::LONG, vec![2, 3]).map(|t| t.data.len()), Some(48));
+    assert!(HostTensor::zeros(ScalarType::LONG, vec![usize::MAX / 4, 2]).is_none());
+    assert!(HostTensor::zeros(ScalarType::BOOL, vec![usize::MAX, 2]).is_none());
 }

@@ -119,7 +119,7 @@ fn declared_inputs(loaded: &LoadedProgram<'_>, method: &str) -> Vec<HostValue> {
                 match (sizes, bytes) {
                     (Some(sizes), Some(b)) if b <= left => {
                         left -= b;
-                        HostValue::Tensor(HostTensor::zeros(t.scalar_type, sizes))
+                        HostTensor::zeros(t.scalar_type, sizes).map_or(HostValue::None, HostValue::Tensor)
                     }
                     _ => HostValue::None,
                 }

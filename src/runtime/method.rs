@@ -390,7 +390,7 @@ impl<'a> Method<'a> {
                 if nbytes > self.frame.memory_limit {
                     return None;
                 }
-                Some(HostValue::Tensor(HostTensor::zeros(t.dtype, t.sizes.clone())))
+                HostTensor::zeros(t.dtype, t.sizes.clone()).map(HostValue::Tensor)
             }
             Value::Int(x) => Some(HostValue::Int(*x)),
             Value::Bool(x) => Some(HostValue::Bool(*x)),

@@ -120,10 +120,11 @@ impl HostTensor {
     pub fn f32(sizes: Vec<usize>, values: &[f32]) -> Self {
         HostTensor { dtype: ScalarType::FLOAT, sizes, data: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
     }
-    /// A tensor of `dtype` and `sizes` filled with zeros.
-    pub fn zeros(dtype: ScalarType, sizes: Vec<usize>) -> Self {
-        let n: usize = sizes.iter().product::<usize>() * dtype.element_size().unwrap_or(1);
-        HostTensor { dtype, sizes, data: vec![0; n] }
+    /// A tensor of `dtype` and `sizes` filled with zeros (`None` when its byte count
+    /// overflows; the caller bounds what it is willing to allocate).
+    pub fn zeros(dtype: ScalarType, sizes: Vec<usize>) -> Option<Self> {
+        let n = checked_numel(&sizes)?.checked_mul(dtype.element_size().unwrap_or(1))?;
+        Some(HostTensor { dtype, sizes, data: vec![0; n] })
     }
     /// The elements as f64 (every numeric dtype; bool as 0/1).
     pub fn to_f64(&self) -> Vec<f64> {
