@@ -950,7 +950,7 @@ fn gen_corpus(a: GenArgs) -> CmdResult {
 
 fn runner(a: RunnerArgs) -> CmdResult {
     use ptecheck::runner::server::{Chaos, serve};
-    let chaos = a.chaos.as_deref().map(Chaos::parse).transpose().map_err(Rejected)?;
+    let chaos = a.chaos.as_deref().map(Chaos::parse).transpose().map_err(|e| Rejected(e.to_string()))?;
     let stdin = std::io::stdin();
     serve(stdin.lock(), std::io::stdout().lock(), a.fault, chaos)?;
     Ok(Exit::Ok)

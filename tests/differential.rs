@@ -500,4 +500,30 @@ fn the_server_answers_a_bad_line_and_goes_on_within_bounded_memory() {
         assert!(line.to_string().contains(says), "{line}");
     }
     assert_eq!(lines[3]["id"], 7, "{}", lines[3]);
+    assert_eq!(lines[3]["error"], "missing `pte`", "{}", lines[3]);
+}
+
+#[test]
+fn a_refused_request_says_what_is_wrong_and_keeps_its_id_when_it_has_one() {
+    use ptecheck::runner::protocol::{RequestError, RequestFault};
+    let refused = |line: &str| Request::parse(line).expect_err("refused");
+    assert!(matches!(refused("{"), RequestError { id: None, fault: RequestFault::NotJson(_) }));
+    assert_eq!(refused("{}"), RequestError { id: None, fault: RequestFault::NoId });
+    assert_eq!(refused(r#"{"id": 3, "op": "stop"}"#), RequestError { id: Some(3), fault: RequestFault::UnsupportedOp });
+    assert_eq!(
+        refused(r#"{"id": 3, "pte": "a.pte"}"#),
+        RequestError { id: Some(3), fault: RequestFault::Missing("method") }
+    );
+    let e = refused(r#"{"id": 4, "pte": "a.pte", "method": "forward", "inputs": [{"dtype": "float32"}]}"#);
+    assert!(matches!(&e.fault, RequestFault::Inputs(io) if io.path.starts_with("$.inputs")), "{e:?}");
+    assert_eq!(e.id, Some(4));
+}
+
+#[test]
+fn a_chaos_value_that_does_not_parse_says_why() {
+    use ptecheck::runner::server::{Chaos, ChaosError};
+    assert_eq!(Chaos::parse("crash-on:3"), Ok(Chaos::CrashOn(3)));
+    assert_eq!(Chaos::parse("crash-on:x"), Err(ChaosError::BadRequestNumber("crash-on:x".into())));
+    assert_eq!(Chaos::parse("init-code:-1"), Err(ChaosError::BadCode("init-code:-1".into())));
+    assert_eq!(Chaos::parse("melt"), Err(ChaosError::Unknown("melt".into())));
 }

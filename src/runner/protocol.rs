@@ -77,20 +77,51 @@ impl Request {
     }
 
     /// Parses a request line (the server side).
-    pub fn parse(line: &str) -> Result<Request, (Option<u64>, String)> {
-        let v: Value = serde_json::from_str(line).map_err(|e| (None, format!("not JSON: {e}")))?;
-        let id = v.get("id").and_then(Value::as_u64).ok_or((None, "missing `id`".to_string()))?;
-        let bad = |what: &str| (Some(id), what.to_string());
+    pub fn parse(line: &str) -> Result<Request, RequestError> {
+        let refused = |id: Option<u64>, fault: RequestFault| RequestError { id, fault };
+        let v: Value = serde_json::from_str(line).map_err(|e| refused(None, RequestFault::NotJson(e.to_string())))?;
+        let id = v.get("id").and_then(Value::as_u64).ok_or(refused(None, RequestFault::NoId))?;
+        let bad = |fault: RequestFault| refused(Some(id), fault);
         if v.get("op").is_some_and(|o| o != "run") {
-            return Err(bad("unsupported `op`"));
+            return Err(bad(RequestFault::UnsupportedOp));
         }
-        let pte = v.get("pte").and_then(Value::as_str).ok_or_else(|| bad("missing `pte`"))?;
-        let method = v.get("method").and_then(Value::as_str).ok_or_else(|| bad("missing `method`"))?;
+        let pte = v.get("pte").and_then(Value::as_str).ok_or_else(|| bad(RequestFault::Missing("pte")))?;
+        let method = v.get("method").and_then(Value::as_str).ok_or_else(|| bad(RequestFault::Missing("method")))?;
         let inputs = list_from_json(v.get("inputs").unwrap_or(&Value::Null), "$.inputs")
-            .map_err(|e| (Some(id), e.to_string()))?;
+            .map_err(|e| bad(RequestFault::Inputs(e)))?;
         let ptd = v.get("ptd").and_then(Value::as_str).map(PathBuf::from);
         Ok(Request { id, pte: PathBuf::from(pte), method: method.to_string(), inputs, ptd })
     }
+}
+
+/// A request line the server refuses, with the request's id when it could be read.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{fault}")]
+pub struct RequestError {
+    /// The request's id (`None` when the line is not JSON or has none).
+    pub id: Option<u64>,
+    /// What is wrong.
+    pub fault: RequestFault,
+}
+
+/// What is wrong with a request line.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RequestFault {
+    /// The line is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// No integer `id`.
+    #[error("missing `id`")]
+    NoId,
+    /// An `op` other than `run`.
+    #[error("unsupported `op`")]
+    UnsupportedOp,
+    /// A required member is absent.
+    #[error("missing `{0}`")]
+    Missing(&'static str),
+    /// The inputs do not decode.
+    #[error("{0}")]
+    Inputs(crate::runtime::io::IoError),
 }
 
 /// A runner's answer to one request.

@@ -32,8 +32,8 @@ pub enum Chaos {
 impl Chaos {
     /// Parses `exit-before-hello`, `crash-on:N`, `exit-on:N`, `hang-on:N`, `garbage-on:N`,
     /// `init-code:N`.
-    pub fn parse(s: &str) -> Result<Chaos, String> {
-        let n = |v: &str| v.parse::<u64>().map_err(|_| format!("bad request number in `{s}`"));
+    pub fn parse(s: &str) -> Result<Chaos, ChaosError> {
+        let n = |v: &str| v.parse::<u64>().map_err(|_| ChaosError::BadRequestNumber(s.to_string()));
         match s.split_once(':') {
             None if s == "exit-before-hello" => Ok(Chaos::ExitBeforeHello),
             Some(("crash-on", v)) => Ok(Chaos::CrashOn(n(v)?)),
@@ -41,13 +41,25 @@ impl Chaos {
             Some(("hang-on", v)) => Ok(Chaos::HangOn(n(v)?)),
             Some(("garbage-on", v)) => Ok(Chaos::GarbageOn(n(v)?)),
             Some(("init-code", v)) => {
-                v.parse::<u32>().map(Chaos::InitCode).map_err(|_| format!("bad error code in `{s}`"))
+                v.parse::<u32>().map(Chaos::InitCode).map_err(|_| ChaosError::BadCode(s.to_string()))
             }
-            _ => Err(format!(
-                "unknown chaos `{s}` (exit-before-hello, crash-on:N, exit-on:N, hang-on:N, garbage-on:N, init-code:N)"
-            )),
+            _ => Err(ChaosError::Unknown(s.to_string())),
         }
     }
+}
+
+/// A `--chaos` value that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChaosError {
+    /// A request number that is not one.
+    #[error("bad request number in `{0}`")]
+    BadRequestNumber(String),
+    /// An error code that is not one.
+    #[error("bad error code in `{0}`")]
+    BadCode(String),
+    /// No such chaos.
+    #[error("unknown chaos `{0}` (exit-before-hello, crash-on:N, exit-on:N, hang-on:N, garbage-on:N, init-code:N)")]
+    Unknown(String),
 }
 
 /// What this runner announces.
@@ -188,7 +200,7 @@ pub fn serve(
         }
         let mut reply = match Request::parse(&line) {
             Ok(req) => (Some(req.id), answer(&rt, &mut files, &req)),
-            Err((id, why)) => (id, error(Stage::Request, why, None)),
+            Err(e) => (e.id, error(Stage::Request, e.to_string(), None)),
         };
         if let (Some(Chaos::InitCode(c)), Reply::Error { stage: Stage::LoadMethod, code, .. }) = (chaos, &mut reply.1) {
             *code = Some(c);

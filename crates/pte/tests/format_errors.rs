@@ -719,3 +719,20 @@ fn an_old_24_byte_header_lets_segments_run_to_the_end_of_the_file() {
     assert_eq!(loaded.segments, full.segments);
     assert_eq!(loaded.program, full.program);
 }
+
+#[test]
+fn a_malformed_scratch_declaration_says_which_way_it_is_malformed() {
+    use pte::program::{ScratchError, ScratchSpec, encode_scratch, parse_scratch};
+    let specs = [ScratchSpec { nbytes: 64, mem_id: -1 }, ScratchSpec { nbytes: 8, mem_id: 2 }];
+    let value = encode_scratch(&specs);
+    assert_eq!(parse_scratch(&value), Ok(specs.to_vec()));
+    assert_eq!(parse_scratch(&value[..3]), Err(ScratchError::NoCount { len: 3 }));
+    assert_eq!(parse_scratch(&value[..27]), Err(ScratchError::WrongLength { count: 2, want: 28, len: 27 }));
+    // A count whose bytes overflow on this machine, or merely exceed the value.
+    let huge = u32::MAX.to_le_bytes();
+    let expected = match (u32::MAX as usize).checked_mul(12).and_then(|n| n.checked_add(4)) {
+        Some(want) => ScratchError::WrongLength { count: u32::MAX, want, len: 4 },
+        None => ScratchError::CountOverflows { count: u32::MAX },
+    };
+    assert_eq!(parse_scratch(&huge), Err(expected));
+}

@@ -55,18 +55,36 @@ pub const SUPPORTED: [NodeType; 24] = [
     NodeType::XNNFloor,
 ];
 
-/// Why a node could not run (shapes that do not fit, as XNNPACK's reshape rejects them, or a
-/// result larger than the element limit).
-pub type NodeResult<X> = Result<X, String>;
+/// Why a node could not run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    /// Operands whose shapes do not fit the node, as XNNPACK's reshape rejects them.
+    #[error("{0}")]
+    Shape(String),
+    /// An operand the node needs is not given.
+    #[error("no {0} operand")]
+    MissingOperand(&'static str),
+    /// A result of more elements than the limit (`None`: their count overflows).
+    #[error("result of {} elements exceeds the limit of {limit}", elements.map_or("too many".into(), |n| n.to_string()))]
+    TooLarge {
+        /// Elements of the result.
+        elements: Option<usize>,
+        /// The limit.
+        limit: usize,
+    },
+    /// A node type this interpreter does not run.
+    #[error("{0} is not supported")]
+    Unsupported(&'static str),
+}
+
+/// A node's result, or why it could not run.
+pub type NodeResult<X> = Result<X, NodeError>;
 
 /// Refuses a result of `n` elements above `limit` before allocating it.
 fn within(n: Option<usize>, limit: usize) -> NodeResult<usize> {
     match n {
         Some(n) if n <= limit => Ok(n),
-        _ => Err(format!(
-            "result of {} elements exceeds the limit of {limit}",
-            n.map_or("too many".into(), |n| n.to_string())
-        )),
+        _ => Err(NodeError::TooLarge { elements: n, limit }),
     }
 }
 
@@ -102,7 +120,7 @@ fn broadcast_shape(a: &[usize], b: &[usize]) -> NodeResult<Vec<usize>> {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            _ => return Err(format!("shapes {a:?} and {b:?} do not broadcast")),
+            _ => return Err(NodeError::Shape(format!("shapes {a:?} and {b:?} do not broadcast"))),
         };
     }
     Ok(out)
@@ -168,18 +186,18 @@ fn sigmoid(x: f32) -> f32 {
 
 fn fully_connected(x: &T, w: &T, bias: Option<&T>, flags: u32, limit: usize) -> NodeResult<T> {
     if w.shape.len() != 2 {
-        return Err(format!("filter has rank {} (2 needed)", w.shape.len()));
+        return Err(NodeError::Shape(format!("filter has rank {} (2 needed)", w.shape.len())));
     }
     let transposed = flags & FLAG_TRANSPOSE_WEIGHTS != 0;
     let (n_out, n_in) = if transposed { (w.shape[1], w.shape[0]) } else { (w.shape[0], w.shape[1]) };
-    let Some(&k) = x.shape.last() else { return Err("input has rank 0".into()) };
+    let Some(&k) = x.shape.last() else { return Err(NodeError::Shape("input has rank 0".into())) };
     if k != n_in {
-        return Err(format!("input's last dimension {k} is not the filter's {n_in} input channels"));
+        return Err(NodeError::Shape(format!("input's last dimension {k} is not the filter's {n_in} input channels")));
     }
     if let Some(b) = bias
         && (numel(&b.shape) != n_out || b.shape.len() != 1)
     {
-        return Err(format!("bias shape {:?} is not [{n_out}]", b.shape));
+        return Err(NodeError::Shape(format!("bias shape {:?} is not [{n_out}]", b.shape)));
     }
     let rows = numel(&x.shape[..x.shape.len() - 1]);
     let n = within(rows.checked_mul(n_out), limit)?;
@@ -204,14 +222,18 @@ fn fully_connected(x: &T, w: &T, bias: Option<&T>, flags: u32, limit: usize) -> 
 
 fn batch_matmul(a: &T, b: &T, flags: u32, limit: usize) -> NodeResult<T> {
     if a.shape.len() < 2 || b.shape.len() < 2 {
-        return Err(format!("operands of rank {} and {} (at least 2 needed)", a.shape.len(), b.shape.len()));
+        return Err(NodeError::Shape(format!(
+            "operands of rank {} and {} (at least 2 needed)",
+            a.shape.len(),
+            b.shape.len()
+        )));
     }
     let (ra, rb) = (a.shape.len(), b.shape.len());
     let (m, k) = (a.shape[ra - 2], a.shape[ra - 1]);
     let transposed = flags & FLAG_TRANSPOSE_WEIGHTS != 0;
     let (kb, n) = if transposed { (b.shape[rb - 1], b.shape[rb - 2]) } else { (b.shape[rb - 2], b.shape[rb - 1]) };
     if k != kb {
-        return Err(format!("inner dimensions {k} and {kb} differ"));
+        return Err(NodeError::Shape(format!("inner dimensions {k} and {kb} differ")));
     }
     let batch = broadcast_shape(&a.shape[..ra - 2], &b.shape[..rb - 2])?;
     let mut shape = batch.clone();
@@ -240,7 +262,7 @@ fn batch_matmul(a: &T, b: &T, flags: u32, limit: usize) -> NodeResult<T> {
 }
 
 fn softmax(x: &T) -> NodeResult<T> {
-    let Some(&c) = x.shape.last() else { return Err("softmax of a rank-0 tensor".into()) };
+    let Some(&c) = x.shape.last() else { return Err(NodeError::Shape("softmax of a rank-0 tensor".into())) };
     let mut data = x.data.clone();
     if c > 0 {
         for row in data.chunks_mut(c) {
@@ -260,7 +282,7 @@ fn softmax(x: &T) -> NodeResult<T> {
 
 fn transpose(x: &T, perm: &[u32]) -> NodeResult<T> {
     if perm.len() != x.shape.len() {
-        return Err(format!("perm of {} entries for a rank-{} input", perm.len(), x.shape.len()));
+        return Err(NodeError::Shape(format!("perm of {} entries for a rank-{} input", perm.len(), x.shape.len())));
     }
     let perm: Vec<usize> = perm.iter().map(|p| *p as usize).collect();
     let shape: Vec<usize> = perm.iter().map(|p| x.shape[*p]).collect();
@@ -287,18 +309,18 @@ fn transpose(x: &T, perm: &[u32]) -> NodeResult<T> {
 fn reshape(x: &T, new_shape: &[u32]) -> NodeResult<T> {
     let n = x.data.len();
     let Some(known) = new_shape.iter().filter(|d| **d != 0).try_fold(1usize, |a, d| a.checked_mul(*d as usize)) else {
-        return Err(format!("{n} elements do not fill {new_shape:?}"));
+        return Err(NodeError::Shape(format!("{n} elements do not fill {new_shape:?}")));
     };
     let shape: Vec<usize> = if new_shape.contains(&0) {
         if known == 0 || !n.is_multiple_of(known) {
-            return Err(format!("{n} elements do not fill {new_shape:?}"));
+            return Err(NodeError::Shape(format!("{n} elements do not fill {new_shape:?}")));
         }
         new_shape.iter().map(|d| if *d == 0 { n / known } else { *d as usize }).collect()
     } else {
         new_shape.iter().map(|d| *d as usize).collect()
     };
     if numel(&shape) != n {
-        return Err(format!("{n} elements do not fill {new_shape:?}"));
+        return Err(NodeError::Shape(format!("{n} elements do not fill {new_shape:?}")));
     }
     Ok(T { shape, data: x.data.clone() })
 }
@@ -307,8 +329,8 @@ fn reshape(x: &T, new_shape: &[u32]) -> NodeResult<T> {
 /// beyond `limit` elements.
 pub fn run_node(node: &XNode, ins: &[&T], limit: usize) -> NodeResult<T> {
     use NodeType::*;
-    let x = ins.first().copied().ok_or("no operand")?;
-    let second = || ins.get(1).copied().ok_or_else(|| "no second operand".to_string());
+    let x = ins.first().copied().ok_or(NodeError::MissingOperand("first"))?;
+    let second = || ins.get(1).copied().ok_or(NodeError::MissingOperand("second"));
     let mut out = match (node.node_type, &node.payload) {
         (XNNAdd, _) => binary(x, second()?, limit, |a, b| a + b)?,
         (XNNSubtract, _) => binary(x, second()?, limit, |a, b| a - b)?,
@@ -334,13 +356,17 @@ pub fn run_node(node: &XNode, ins: &[&T], limit: usize) -> NodeResult<T> {
         (XNNCopy, _) => x.clone(),
         (XNNSoftmax, _) => softmax(x)?,
         (XNNFullyConnected, Payload::FullyConnected { bias_id, flags, .. }) => {
-            let bias = if *bias_id == INVALID_ID { None } else { Some(ins.get(2).copied().ok_or("no bias operand")?) };
+            let bias = if *bias_id == INVALID_ID {
+                None
+            } else {
+                Some(ins.get(2).copied().ok_or(NodeError::MissingOperand("bias"))?)
+            };
             fully_connected(x, second()?, bias, *flags, limit)?
         }
         (XNNBatchMatrixMultiply, Payload::Node2x1 { flags, .. }) => batch_matmul(x, second()?, *flags, limit)?,
         (XNNStaticTranspose, Payload::StaticTranspose { perm: Some(p), .. }) => transpose(x, p)?,
         (XNNStaticReshape, Payload::StaticReshape { new_shape: Some(s), .. }) => reshape(x, s)?,
-        (t, _) => return Err(format!("{} is not supported", t.name())),
+        (t, _) => return Err(NodeError::Unsupported(t.name())),
     };
     // Clamp already applied its bounds; every other honouring node clamps its result here.
     if node.node_type != XNNClamp {

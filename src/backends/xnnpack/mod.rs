@@ -184,7 +184,7 @@ impl Compiled {
                 })
                 .collect::<OpResult<Vec<&T>>>()?;
             spend(node_work(node, &ins), &format_args!("xnodes[{i}] ({})", node.node_type.name()))?;
-            let out = interp::run_node(node, &ins, limit.min(budget)).map_err(failed)?;
+            let out = interp::run_node(node, &ins, limit.min(budget)).map_err(|e| failed(e.to_string()))?;
             budget = budget.saturating_sub(out.data.len());
             for (field, id) in node.payload.outputs() {
                 let v = *self.blob.by_id.get(&id).ok_or_else(|| failed(format!("{field} = {id} undefined")))?;

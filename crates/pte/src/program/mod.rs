@@ -14,7 +14,7 @@ mod unions;
 
 pub use bytes::{Bytes, printable_utf8, sha256_hex};
 pub use enums::{DataLocation, DeviceType, ScalarType, TensorDataLocation, TensorShapeDynamism};
-pub use scratch::{SCRATCH_KEY, ScratchSpec, encode_scratch, parse_scratch};
+pub use scratch::{SCRATCH_KEY, ScratchError, ScratchSpec, encode_scratch, parse_scratch};
 pub use unions::{EValue, Instruction};
 
 use serde::{Deserialize, Serialize};

@@ -14,12 +14,43 @@ pub struct ScratchSpec {
     pub mem_id: i32,
 }
 
+/// Why an `__et_scratch` value does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScratchError {
+    /// Fewer than the 4 bytes of its count.
+    #[error("shorter than its count ({len} bytes, 4 needed)")]
+    NoCount {
+        /// The value's length.
+        len: usize,
+    },
+    /// A count whose byte length overflows.
+    #[error("count {count} overflows")]
+    CountOverflows {
+        /// The count read.
+        count: u32,
+    },
+    /// A length other than the count's 4 + 12 bytes per spec.
+    #[error("count {count} needs {want} bytes, value has {len}")]
+    WrongLength {
+        /// The count read.
+        count: u32,
+        /// The bytes it needs.
+        want: usize,
+        /// The value's length.
+        len: usize,
+    },
+}
+
 /// Parses an `__et_scratch` value: u32 LE count, then per spec u64 LE nbytes, i32 LE mem_id.
-pub fn parse_scratch(value: &[u8]) -> Result<Vec<ScratchSpec>, String> {
-    let count = value.get(..4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or("shorter than its count")?;
-    let want = (count as usize).checked_mul(12).and_then(|n| n.checked_add(4)).ok_or("count overflows")?;
-    if value.len() != want {
-        return Err(format!("count {count} needs {want} bytes, value has {}", value.len()));
+pub fn parse_scratch(value: &[u8]) -> Result<Vec<ScratchSpec>, ScratchError> {
+    let len = value.len();
+    let count = value.first_chunk::<4>().map(|b| u32::from_le_bytes(*b)).ok_or(ScratchError::NoCount { len })?;
+    let want = (count as usize)
+        .checked_mul(12)
+        .and_then(|n| n.checked_add(4))
+        .ok_or(ScratchError::CountOverflows { count })?;
+    if len != want {
+        return Err(ScratchError::WrongLength { count, want, len });
     }
     Ok(value[4..]
         .chunks_exact(12)
