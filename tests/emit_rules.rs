@@ -1281,3 +1281,34 @@ fn operand_and_call_argument_type_errors_name_the_node_and_both_types() {
     let p = chain_of(&[0, 0], vec![demo()]);
     assert!(typecheck_program(&p).is_ok());
 }
+
+#[test]
+fn a_module_is_typed_once_however_many_calls_name_it() {
+    use ptecheck::ir::infer::typecheck_program;
+    // 40,000 calls of a 40,000-node module: typed once per call, this is 1.6e9 node typings
+    // (the run would not end in a test's time); typed once, it is 80,000.
+    let n = 40_000;
+    let mut m = GraphBuilder::new(vec![], vec![x()]);
+    let mut r = m.input(0);
+    for _ in 0..n {
+        r = m.op(Op::Relu, &[r]);
+    }
+    let module = LoweredModule { graph: m.finish(&[r]), ..demo() };
+    let mut b = GraphBuilder::new(vec![], vec![x()]);
+    let mut y = b.input(0);
+    for _ in 0..n {
+        y = b.call(0, &[y], 1)[0];
+    }
+    let types = typecheck_program(&program(vec![("forward", b.finish(&[y]))], vec![module])).expect("types");
+    assert_eq!(types[0].len(), n + 1);
+    assert_eq!(types[0][n], x());
+    // A module that does not type is named at every call, the same way.
+    let mut bad = GraphBuilder::new(vec![], vec![x()]);
+    let out = bad.op(Op::Relu, &[9]);
+    let module = LoweredModule { graph: bad.finish(&[out]), ..demo() };
+    let mut b = GraphBuilder::new(vec![], vec![x()]);
+    let first = b.call(0, &[b.input(0)], 1)[0];
+    let second = b.call(0, &[first], 1)[0];
+    let e = typecheck_program(&program(vec![("forward", b.finish(&[second]))], vec![module])).expect_err("bad module");
+    assert!(e.path.starts_with("modules[0].graph"), "{e}");
+}

@@ -275,21 +275,51 @@ pub fn node_types(
     modules: &[LoweredModule],
     path: &str,
 ) -> Result<Vec<ValueType>, IrError> {
+    node_types_in(node, types, &Callees::new(modules), path)
+}
+
+/// The lowered modules a graph may call, each one's signature typed once, when first called:
+/// a graph of many calls of a large module costs one typing of the module, not one per call.
+struct Callees<'m> {
+    modules: &'m [LoweredModule],
+    signatures: Vec<std::cell::OnceCell<Result<Vec<ValueType>, IrError>>>,
+}
+
+impl<'m> Callees<'m> {
+    fn new(modules: &'m [LoweredModule]) -> Self {
+        Callees { modules, signatures: modules.iter().map(|_| std::cell::OnceCell::new()).collect() }
+    }
+
+    /// The types of every ref of module `module`'s graph (CPU ops only), typed on first use.
+    fn signature(&self, module: usize, path: &str) -> Result<(&'m LoweredModule, &[ValueType]), IrError> {
+        let (Some(m), Some(cell)) = (self.modules.get(module), self.signatures.get(module)) else {
+            return Err(err(path, format!("module {module} does not exist ({} modules)", self.modules.len())));
+        };
+        if m.graph.nodes.iter().any(|n| !matches!(n, Node::Op { .. })) {
+            return Err(err(path, format!("module {module} holds more than CPU ops")));
+        }
+        let sig = cell.get_or_init(|| {
+            graph_types(&m.graph, &[], "").map_err(|mut e| {
+                e.path = format!("modules[{module}].graph{}", e.path);
+                e
+            })
+        });
+        sig.as_ref().map(|s| (m, s.as_slice())).map_err(Clone::clone)
+    }
+}
+
+fn node_types_in(
+    node: &Node,
+    types: &[ValueType],
+    callees: &Callees<'_>,
+    path: &str,
+) -> Result<Vec<ValueType>, IrError> {
     let get = |r: Ref| type_of(types, r, path).cloned();
     let get_all = |rs: &[Ref]| rs.iter().map(|r| get(*r)).collect::<Result<Vec<_>, _>>();
     match node {
         Node::Op { op, args } => Ok(vec![op_node_type(op, args, types, path)?]),
         Node::Call { module, args } => {
-            let m = modules
-                .get(*module)
-                .ok_or_else(|| err(path, format!("module {module} does not exist ({} modules)", modules.len())))?;
-            if m.graph.nodes.iter().any(|n| !matches!(n, Node::Op { .. })) {
-                return Err(err(path, format!("module {module} holds more than CPU ops")));
-            }
-            let sig = graph_types(&m.graph, &[], "").map_err(|mut e| {
-                e.path = format!("modules[{module}].graph{}", e.path);
-                e
-            })?;
+            let (m, sig) = callees.signature(*module, path)?;
             let c = m.graph.constants.len();
             let want = &sig[c..c + m.graph.inputs.len()];
             // Compared in place; the argument types are copied only to name a mismatch.
@@ -305,8 +335,8 @@ pub fn node_types(
                 other => return Err(err(path, format!("pred must be Bool, is {other:?}"))),
             }
             let ops = get_all(operands)?;
-            let t = graph_io(then_graph, modules, &format!("{path}.then_graph"))?;
-            let e = graph_io(else_graph, modules, &format!("{path}.else_graph"))?;
+            let t = graph_io_in(then_graph, callees, &format!("{path}.then_graph"))?;
+            let e = graph_io_in(else_graph, callees, &format!("{path}.else_graph"))?;
             same_types(&t.0, &ops, path, "then_graph inputs")?;
             same_types(&e.0, &ops, path, "else_graph inputs")?;
             same_types(&t.1, &e.1, path, "branch outputs")?;
@@ -322,7 +352,7 @@ pub fn node_types(
             }
             let mut ins = vec![ValueType::tensor(d, s[1..].to_vec())];
             ins.extend(get_all(args)?);
-            let (bin, bout) = graph_io(body, modules, &format!("{path}.body"))?;
+            let (bin, bout) = graph_io_in(body, callees, &format!("{path}.body"))?;
             same_types(&bin, &ins, path, "body inputs")?;
             if bout.len() != 1 {
                 return Err(err(path, "map body must have exactly one output"));
@@ -351,7 +381,7 @@ pub fn node_types(
                 // Carries are updated with `aten::copy_`, which does not resize its target.
                 return Err(err(path, "scan carries must be tensors of static shape"));
             }
-            let (bin, bout) = graph_io(body, modules, &format!("{path}.body"))?;
+            let (bin, bout) = graph_io_in(body, callees, &format!("{path}.body"))?;
             let mut want_in = carries.clone();
             want_in.extend(slices);
             same_types(&bin, &want_in, path, "body inputs")?;
@@ -374,10 +404,10 @@ pub fn node_types(
                 // Carried tensors are copied with `aten::copy_`, which does not resize its target.
                 return Err(err(path, "while_loop carries tensors of static shape only"));
             }
-            let (cin, cout) = graph_io(cond, modules, &format!("{path}.cond"))?;
+            let (cin, cout) = graph_io_in(cond, callees, &format!("{path}.cond"))?;
             same_types(&cin, &c, path, "cond inputs")?;
             same_types(&cout, &[ValueType::Bool], path, "cond output")?;
-            let (bin, bout) = graph_io(body, modules, &format!("{path}.body"))?;
+            let (bin, bout) = graph_io_in(body, callees, &format!("{path}.body"))?;
             same_types(&bin, &c, path, "body inputs")?;
             same_types(&bout, &c, path, "body outputs")?;
             Ok(c)
@@ -387,7 +417,11 @@ pub fn node_types(
 
 /// Input and output types of a graph.
 pub fn graph_io(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<(Vec<ValueType>, Vec<ValueType>), IrError> {
-    let types = graph_types(g, modules, path)?;
+    graph_io_in(g, &Callees::new(modules), path)
+}
+
+fn graph_io_in(g: &Graph, callees: &Callees<'_>, path: &str) -> Result<(Vec<ValueType>, Vec<ValueType>), IrError> {
+    let types = graph_types_in(g, callees, path)?;
     let c = g.constants.len();
     Ok((types[c..c + g.inputs.len()].to_vec(), g.outputs.iter().map(|r| types[*r].clone()).collect()))
 }
@@ -411,6 +445,10 @@ fn representable(t: &ValueType, path: impl FnOnce() -> String) -> Result<(), IrE
 
 /// Types of every ref of a graph (constants, inputs, node outputs), each one a `.pte` can hold.
 pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<Vec<ValueType>, IrError> {
+    graph_types_in(g, &Callees::new(modules), path)
+}
+
+fn graph_types_in(g: &Graph, callees: &Callees<'_>, path: &str) -> Result<Vec<ValueType>, IrError> {
     let mut types: Vec<ValueType> = Vec::new();
     for (i, c) in g.constants.iter().enumerate() {
         if checked_numel(&c.shape) != Some(c.values.len()) {
@@ -443,7 +481,7 @@ pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<V
             types.push(t);
             continue;
         }
-        let out = node_types(n, &types, modules, "").map_err(at_node)?;
+        let out = node_types_in(n, &types, callees, "").map_err(at_node)?;
         for t in &out {
             representable(t, || format!("{path}.nodes[{i}]"))?;
         }
@@ -470,8 +508,9 @@ pub fn typecheck_program(p: &IrProgram) -> Result<Vec<Vec<ValueType>>, IrError> 
             return Err(err(&format!("modules[{i}].graph"), "a lowered module holds CPU ops only"));
         }
     }
+    let callees = Callees::new(&p.modules);
     for (i, m) in p.modules.iter().enumerate() {
-        graph_types(&m.graph, &p.modules, &format!("modules[{i}].graph"))?;
+        graph_types_in(&m.graph, &callees, &format!("modules[{i}].graph"))?;
     }
     let mut keys = std::collections::BTreeSet::new();
     for (i, n) in p.named_data.iter().enumerate() {
@@ -485,7 +524,7 @@ pub fn typecheck_program(p: &IrProgram) -> Result<Vec<Vec<ValueType>>, IrError> 
         if !names.insert(m.name.as_str()) {
             return Err(err(&format!("methods[{i}].name"), format!("duplicate method `{}`", m.name)));
         }
-        types.push(graph_types(&m.graph, &p.modules, &format!("methods[{i}].graph"))?);
+        types.push(graph_types_in(&m.graph, &callees, &format!("methods[{i}].graph"))?);
     }
     Ok(types)
 }
