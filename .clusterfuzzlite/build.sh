@@ -9,7 +9,7 @@ OUT="${OUT:-$here/fuzz/out}"
 SANITIZER="${SANITIZER:-none}"
 mkdir -p "$OUT"
 cd "$here"
-targets=(load_pte structured saved_json mutate_real load_xnnpack)
+targets=(load_pte structured saved_json mutate_real load_xnnpack load_ptd)
 # Every target in fuzz/fuzz_targets/ must be listed above, so none is silently left unfuzzed.
 for f in fuzz/fuzz_targets/*.rs; do
   name="$(basename "$f" .rs)"

@@ -4,6 +4,7 @@
 //! and teardown — and each fault is one guarded path there. The oracle never edits its input or
 //! filters its findings to exhibit a fault. Which invariant must catch each fault is declared
 //! beside the mutants command (`oracle::mutants::expected_invariant`).
+//! May not touch: any other module (the code a fault lives in takes the plan as a parameter).
 
 use serde::{Deserialize, Serialize};
 use strum::{EnumIter, IntoEnumIterator, IntoStaticStr};

@@ -6,6 +6,7 @@
 //! loads bytes back; [`runtime`] checks and runs a loaded program with [`backends`]; [`ir`]'s
 //! eager interpreter predicts the outputs; [`oracle`] compares. The file format and the
 //! program model live in the `pte` crate, re-exported here as [`format`] and [`program`].
+//! May not touch: any stage's work (it declares the modules and re-exports `pte`'s).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

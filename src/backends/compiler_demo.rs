@@ -3,6 +3,7 @@
 //! `op:demo::<target>, numel:<K>, dtype:<dtype><debug_handle><H>#`. Semantics are our choice
 //! P13: the entries form a chain over the DelegateCall's inputs, in float32, with real
 //! sin / mm / add / linear (not the upstream toy series), and each `numel` is checked.
+//! May not touch: the IR and the emitter (it has a runtime side only), the loader.
 
 use crate::program::CompileSpec;
 use crate::runtime::frame::{OpError, OpResult};

@@ -1,5 +1,6 @@
 //! Failure injection: wraps any backend and makes `init` fail for chosen delegate indices, so
 //! tests can check that every handle initialised before the failure is destroyed exactly once.
+//! May not touch: the wrapped backend's handles (execute and destroy pass through as they are).
 
 use crate::program::CompileSpec;
 use crate::runtime::frame::OpError;

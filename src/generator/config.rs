@@ -1,6 +1,7 @@
 //! `GenConfig`: every limit of the generator with its default, and the switches
 //! ([`Switches`], declared in `features`). Swarm testing draws, per case, each limit at or below
 //! the configured one and each switch on or off, from the case's own bytes.
+//! May not touch: emission, the runtime (it only sets limits and switches).
 
 use super::features::Switches;
 use crate::ir::OpKind;

@@ -1,5 +1,6 @@
 //! Built-in example programs (`ptecheck emit --example NAME`): each isolates one delegate rule
 //! a reviewer wants to see in an emitted program.
+//! May not touch: emission, the runtime (examples are IR; `ptecheck emit` emits them).
 
 use crate::backends::graph::{Flavor, lower};
 use crate::ir::build::{GraphBuilder, f32_const, f32_tensor};

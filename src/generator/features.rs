@@ -3,6 +3,7 @@
 //! it needs). `GenConfig`'s switches, their swarm draw, the feature list the campaign reports
 //! and the coverage test all derive from these two enums and from `ir::OpKind` (one `op:NAME`
 //! feature per operator).
+//! May not touch: programs (observing them is `observe`'s), emission, the runtime.
 
 use crate::ir::OpKind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -17,6 +17,7 @@
 //! and a control-flow step's own nodes before its bodies are made; once it is spent each further
 //! graph takes one step and no control flow, and no module is cloned. After generation, the
 //! case's remaining bytes draw its inputs (`generator::inputs`) and its run choices.
+//! May not touch: emission, the runtime (a case is IR, inputs and run choices).
 
 use super::config::GenConfig;
 use super::features::{Feature, Switch};

@@ -5,6 +5,7 @@
 //! tensor of a method shares it). The oracle compares outputs NaN- and sign-of-zero-aware:
 //! any NaN equals any NaN, `-0.0` differs from `+0.0`, everything else bit for bit
 //! (`oracle::values`).
+//! May not touch: the program (it reads only its input types), emission, the runtime.
 
 use crate::ir::eval::{Data, Tensor, Val};
 use crate::ir::{Dtype, Graph, ValueType};

@@ -1,6 +1,7 @@
 //! What a generated program exercises, read off the program itself: the operators whose results
 //! the oracle checks (a result reaching a method output, or a module's output at any call — the
 //! oracle compares every call's arguments and results), and views that are freed.
+//! May not touch: the program it reads, emission, the runtime.
 
 use crate::ir::{Graph, IrProgram, Node, Op, OpKind, Ref};
 use std::collections::BTreeSet;

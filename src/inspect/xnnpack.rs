@@ -2,6 +2,7 @@
 //! constants, as text and JSON. Reads the blob with `pte::xnnpack` (verified against the
 //! program's named data); a blob that does not verify is shown as far as it parses, with the
 //! error.
+//! May not touch: validity decisions (the loader's verdict is shown as it is), the backends.
 
 use pte::xnnpack::{self, NodeType, Payload, XValue, XnnBlob};
 use serde_json::{Value, json};

@@ -16,6 +16,7 @@
 //! ([`approximate`]), and subnormal values are flushed to zero. Everything else is exact,
 //! and bounds propagate through each op by its Lipschitz constant plus one rounding; a float
 //! result of an inexact operand may also differ in the sign of a zero ([`signed_zeros`]).
+//! May not touch: `.pte` bytes, the runtime, the backends (a backend's id is all it reads).
 
 use super::Op;
 use super::eval::{Data, Tensor, Val, bmap, eval_op};

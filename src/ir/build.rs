@@ -1,4 +1,5 @@
 //! A small builder for graphs: constants, then inputs, then nodes, refs handed out in order.
+//! May not touch: type checking (`infer` checks built graphs like any other), bytes, the runtime.
 
 use super::*;
 

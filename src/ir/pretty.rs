@@ -1,5 +1,6 @@
 //! Text form of IR programs, for failure reports: one line per node, refs as `%n`, sub-graphs
 //! indented.
+//! May not touch: the programs it prints, the saved JSON form, `.pte` bytes, the runtime.
 
 use super::*;
 use std::fmt::Write as _;

@@ -3,6 +3,7 @@
 //! schema version. Current version (5, 6) (SH11, P7); (5, 5) documents predate the sharing flag
 //! (it loads as false), (5, 4) ones also predate scratch specs. Every rejection names the JSON
 //! path.
+//! May not touch: the IR's types (it saves and loads them as they are), `.pte` bytes, the runtime.
 
 use super::IrProgram;
 use super::infer::IrError;

@@ -3,6 +3,8 @@
 //! another, so `--seed S --case i` replays it. On the first failure the input bytes are shrunk
 //! (chunk deletion, then byte zeroing) while the same invariant keeps failing; since the
 //! generator is total, every shrink step is a valid program.
+//! May not touch: the invariants (`check_case` decides each); of the stages it only empties the
+//! backends' caches of compiled blobs between cases.
 
 use super::{CheckOptions, Failure, Invariant, Report, Timings, check_case, node_count};
 use crate::fault::Fault;

@@ -2,6 +2,7 @@
 //! replay — per case the shared and the unshared emission, the saved program and an `io.json`
 //! with inputs, the eager outputs and each output's tolerance (`oracle::replay` reads it back,
 //! as does `ptecheck run --expect`).
+//! May not touch: execution (`oracle::replay` or any runtime replays the files), the runner.
 
 use super::campaign::{CampaignOptions, case_config, case_input};
 use super::replay::bound_to_json;

@@ -11,6 +11,7 @@
 //! an invalid program; one that fails only while executing rejects it late; a crash or hang is
 //! a finding of its own. Findings are deduplicated by class and outcome; each keeps its
 //! smallest reproducer.
+//! May not touch: the runner's process (`runner::client` owns it); it changes nothing it reads.
 
 use super::campaign::{CampaignOptions, case_config, case_input};
 use super::conformance::{eager_runs, emit_both, io_json};

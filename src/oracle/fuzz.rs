@@ -101,6 +101,32 @@ pub fn load_pte(data: &[u8]) -> Outcome {
     }
 }
 
+/// `load_ptd`: raw bytes as a `.ptd` (external data, `run --data`) -> load; a loaded file's
+/// entries borrow their bytes from inside the input, and looking each key up finds an entry
+/// of that key, the first in file order.
+pub fn load_ptd(data: &[u8]) -> Outcome {
+    let loaded = match format::load_ptd(data) {
+        Err(e) => return Outcome::Rejected(e.kind()),
+        Ok(l) => l,
+    };
+    let within = data.as_ptr_range();
+    for (i, e) in loaded.entries.iter().enumerate() {
+        let bytes = e.data.as_ptr_range();
+        assert!(
+            e.data.is_empty() || (within.start <= bytes.start && bytes.end <= within.end),
+            "entry {i} ({:?}) holds bytes from outside the input",
+            e.key
+        );
+        let first = loaded.entries.iter().position(|x| x.key == e.key);
+        assert!(
+            loaded.get(&e.key).map(|x| x as *const _) == first.map(|f| &loaded.entries[f] as *const _),
+            "looking up {:?} does not find its first entry",
+            e.key
+        );
+    }
+    Outcome::Ran
+}
+
 /// Named data offered to `load_xnnpack` inputs: every named key of the XNNPACK corpus files,
 /// so their blobs (the seeds) resolve their weights.
 fn xnnpack_named_data() -> &'static [(String, Vec<u8>)] {

@@ -1,5 +1,6 @@
 //! The invariants the oracle checks, declared once (semantics.md E, plus the checks that make
 //! them independent). Reports count and name failures by [`Invariant::name`].
+//! May not touch: the checks themselves (it only names them), any other module.
 
 use serde::Serialize;
 use strum::{EnumCount, EnumIter, IntoEnumIterator, IntoStaticStr};

@@ -3,6 +3,7 @@
 //! (an injected init failure), the trace's agreement with the ledgers, I3/I6 per delegate call
 //! (arguments and results of every execute against the eager interpreter's call), and the
 //! shared-model table (multi-function bundles).
+//! May not touch: the backends' ledgers or the runtime's trace (it only reads them), the emitter.
 
 use super::structure::{call_sequence, delegate_calls, expected_delegates, shares};
 use super::values::{bounded_difference, encode_all};

@@ -1,5 +1,6 @@
 //! `mutants`: runs the campaign against each seeded fault and reports whether the invariants
 //! caught it, which one, after how many cases, and how small the shrunk counterexample is.
+//! May not touch: the faulted code (each fault is a parameter the stages take), the checks.
 
 use super::Invariant;
 use super::campaign::{CampaignOptions, run};

@@ -6,6 +6,8 @@
 //! range (`n`, `n + 1`, `i32::MAX`, `-1`, `i32::MIN`), operator arity off by one, a call pointed
 //! at a scratch delegate it does not own; for every plan input and output: each boundary value;
 //! for every list value: an item out of range and an item naming a later value.
+//! May not touch: the emitter or the generator (it edits a loaded program one element at a time and
+//! puts each back).
 
 use super::lifecycle::Rig;
 use super::{Invariant, Report};

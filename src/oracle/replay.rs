@@ -3,6 +3,7 @@
 //! (`ptecheck gen`) carries each output's tolerance (the eager interpreter's bound); one made
 //! by ExecuTorch does not, and is compared bit for bit where every kernel is exact, else within
 //! [`INEXACT_ULPS`]. The largest ulp gap is always reported.
+//! May not touch: the recording it replays, generation, emission.
 
 use super::values::{Verdict, compare};
 use crate::ir::bound::Bound;

@@ -3,6 +3,7 @@
 //! the request that caused it. A runner that exits, dies by a signal, hangs or replies garbage
 //! is killed if need be and restarted; the requests it had not answered are sent to the new
 //! process (the one that ended it is reported, not re-sent).
+//! May not touch: the runtime, the backends, the oracle (it knows only the protocol and its child).
 
 use super::protocol::{Garbage, Hello, MAX_LINE, Reply, Request, parse_hello, read_line_bounded};
 use serde::Serialize;

@@ -1,5 +1,6 @@
 //! Messages of the runner protocol (docs/runner-protocol.md, version 1): the hello, requests,
 //! replies, with values in the corpus encoding (`runtime::io`).
+//! May not touch: processes (`client` and `server` own them), execution.
 
 use crate::runtime::HostValue;
 use crate::runtime::io::{from_json, list_from_json, to_json};

@@ -2,6 +2,7 @@
 //! real-runtime machinery is tested without Python. `fault` plants a seeded bug in the runtime
 //! (a discrepancy the differential campaigns must find); `chaos` makes the process misbehave
 //! on purpose (crash, hang, garbage, no hello) to test the harness's handling of broken runners.
+//! May not touch: the IR, emission, the oracle (it serves the reference runtime as it is).
 
 use super::protocol::{Hello, MAX_LINE, PROTOCOL, Reply, Request, Stage, hello_line, read_line_bounded};
 use crate::fault::Fault;

@@ -6,6 +6,7 @@
 //! the interface stops a faulty runtime from destroying a handle twice or never: that is what
 //! the backends' own ledgers (`crate::backends::ledger`) count. The runtime records what it
 //! believes it did in a [`Trace`] shared with the caller, which outlives the method.
+//! May not touch: the backends' ledgers (they count on the backends' side), IR, emission.
 
 use super::error::{ErrorCode, Site};
 use super::frame::{Frame, OpError};

@@ -1,4 +1,5 @@
 //! ExecuTorch error codes and the typed init-time check failures that map onto them.
+//! May not touch: the checks that raise them (`check`, `method`), IR, emission.
 
 use serde::Serialize;
 use smol_str::SmolStr;

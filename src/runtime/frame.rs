@@ -1,5 +1,6 @@
 //! The state one method executes on: value slots, the tensor table, planned arenas and the
 //! program's constant buffers, with the typed accessors kernels and delegates use.
+//! May not touch: IR, emission, backend handles (the method holds them and runs the instructions).
 
 use super::error::ErrorCode;
 use super::value::*;

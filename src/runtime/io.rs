@@ -1,6 +1,7 @@
 //! Values in the corpus tensor encoding (`{kind, dtype, shape, values, bytes_sha256}`), the
 //! form of method inputs and outputs in `NAME.io.json` files, `run --inputs` and the runner
 //! protocol.
+//! May not touch: execution (it only converts values), IR, emission.
 
 use super::value::{HostTensor, HostValue, checked_numel, encode_f64, encode_i64, is_float};
 use crate::program::{ScalarType, sha256_hex};

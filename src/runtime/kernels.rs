@@ -9,6 +9,7 @@
 //! tensors are read and written as i64 (never through f64), wrapping on overflow; sin/cos call
 //! f32 libm; products are summed in f32 in index order (the portable kernels' loop), which an
 //! optimised kernel (BLAS) may reorder — see `Kernel::exact`.
+//! May not touch: the eager interpreter (no code shared with `ir::eval`), IR, emission, backends.
 
 use super::error::ErrorCode;
 use super::frame::{Frame, OpError, OpResult};

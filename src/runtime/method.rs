@@ -1,6 +1,7 @@
 //! `Method`: init in ExecuTorch's order (checks first, so a rejected program makes zero backend
 //! calls), execution of the five instruction kinds under an instruction budget, and teardown
 //! that destroys every initialised delegate exactly once, in ascending index order.
+//! May not touch: IR, emission, the backends' ledgers (they count on their side of the trait).
 
 use super::backend::*;
 use super::check::{call_site_counts, check_method_with};

@@ -1,5 +1,6 @@
 //! Operator lookup for the init-time checks: an operator is known iff the runtime has a kernel
 //! for it, and its argument count is that kernel's (schema arguments plus outputs, E12).
+//! May not touch: the kernels' code (it reads only their names and arities), IR, emission.
 
 use super::kernels;
 

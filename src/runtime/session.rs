@@ -1,6 +1,7 @@
 //! `Session`: one loaded program, a runtime and (optionally) external data, with one trace —
 //! "load a method, set its inputs, execute, read the outputs" written once for the CLI, the
 //! oracle, the fuzz entries, `run --expect`, the runner and the tests.
+//! May not touch: bytes (it takes a loaded program), IR, emission.
 
 use super::backend::Trace;
 use super::error::RuntimeError;

@@ -4,6 +4,7 @@
 //! Tensors are objects in a table; a value slot names one, so a MoveCall makes two slots share
 //! one tensor (ExecuTorch's EValue copy semantics), and two tensors planned at overlapping arena
 //! offsets alias exactly as they do on device.
+//! May not touch: IR, emission, backend handles.
 
 use super::error::ErrorCode;
 pub use crate::program::checked_numel;

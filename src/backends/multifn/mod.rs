@@ -13,6 +13,7 @@
 //! (string, default `all`). Sharing on: the model is acquired from the process-wide
 //! [`table::ModelTable`] keyed by (cache directory device + inode, export hash + compute
 //! units); executions on one model are serialised.
+//! May not touch: the eager interpreter (`ir::eval`), the emitter, the loader.
 
 pub mod table;
 

@@ -7,6 +7,7 @@
 //! Its synchronisation primitives come from the sibling `sync` module: std's in the library,
 //! loom's in `tests/loom_shared_model.rs`, which includes this file to explore every
 //! interleaving.
+//! May not touch: the models it holds (it counts and hands them out), any other module.
 
 use super::sync::{Arc, Condvar, Mutex, MutexGuard};
 

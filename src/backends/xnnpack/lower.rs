@@ -16,6 +16,7 @@
 //! separate Add when the bias is not one row); permute_copy -> StaticTranspose; view ->
 //! StaticReshape. An output that is an input, a constant or another output's value is copied
 //! (XNNCopy): every external output is a value of its own.
+//! May not touch: the eager interpreter, the CPU kernels, the runtime side (`interp`'s).
 
 use crate::ir::infer::{IrError, err, graph_types};
 use crate::ir::{ConstTensor, Dtype, Graph, NamedBlob, Node, Op, OpKind, ValueType};

@@ -6,6 +6,7 @@
 //! budget proportional to the input, so a buffer whose tables are shared many times over (a DAG
 //! that expands into a huge tree) is rejected instead of exhausting memory. Rejects union tags
 //! the schema does not declare, with the field path.
+//! May not touch: the load path (only `format::oracle` calls it), bytes past the FlatBuffers data.
 
 use super::FormatError;
 use super::generated::executorch_flatbuffer as fb;

@@ -1,5 +1,6 @@
 //! Typed errors of the `.pte`/`.ptd` reader and writer. Every variant names what is wrong and
 //! where (field path, index or byte offset).
+//! May not touch: the bytes or the model (it names what the reader and writer refuse, and where).
 
 use thiserror::Error;
 

@@ -1,4 +1,5 @@
 //! The preamble (root offset + identifier) and the `eh00` extended header (pte-format §1-§2).
+//! May not touch: the FlatBuffers data or the segments (it handles a file's first bytes only).
 
 use super::FormatError;
 use serde::Serialize;

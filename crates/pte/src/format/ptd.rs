@@ -1,6 +1,7 @@
 //! External data files (`.ptd`, FlatTensor `FT01` with an `FH01` header; pte-format §8):
 //! reader with the same guarantees as the `.pte` loader, and a writer (used by tests to make
 //! programs with external constants; the emitter keeps constants in the program).
+//! May not touch: the `.pte` program (a `.ptd` is loaded apart from it), execution, backends.
 
 use super::FormatError;
 use super::generated::flat_tensor_flatbuffer as ft;

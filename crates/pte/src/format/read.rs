@@ -4,6 +4,7 @@
 //! header and size checks (overflow-checked), root offset, the FlatBuffers verifier with explicit
 //! limits, decoding to the owned model, then every data reference resolved into a slice that
 //! borrows the input (segments, inline delegate blobs, named data, constants, mutable data).
+//! May not touch: the generated accessors (decoding is `wire`'s), execution, emission, backends.
 
 use super::FormatError;
 use super::header::{ExtendedHeader, HEADER_OFFSET, PTE_IDENTIFIER, root_offset};

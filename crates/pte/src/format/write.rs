@@ -10,6 +10,8 @@
 //! when there is segment data, and segments follow at `segment_base_offset`, each aligned.
 //! Owns: one spare builder per thread, reset and reused by the next write (let go after a
 //! program above 512 KiB or a panic), so that writes do not grow a fresh buffer each time.
+//! May not touch: what the program holds (it lays out the model it is given; emission decides
+//! that), execution.
 
 use super::FormatError;
 use super::builder::{Builder, Scalar};

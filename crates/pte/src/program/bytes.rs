@@ -2,6 +2,7 @@
 //!
 //! Serialised in the corpus shape `{len, sha256, hex | hex_head64, utf8?}`: full hex up to
 //! 256 bytes, otherwise the first 64 bytes; `utf8` when the bytes are printable UTF-8.
+//! May not touch: the file's byte layout or the loader (these are values of the owned model).
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

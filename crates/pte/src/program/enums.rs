@@ -3,6 +3,7 @@
 //! A decoded file may carry any value in an enum field (the runtime, not the decoder, decides
 //! what is valid), so each enum keeps its raw value and knows the names of the values the schema
 //! declares. Serialised as `{name, value}`, the shape of the corpus JSON dumps.
+//! May not touch: validity (which values a program may hold is the runtime's), bytes, files.
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

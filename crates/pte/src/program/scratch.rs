@@ -1,6 +1,7 @@
 //! The `__et_scratch` compile spec (semantics.md P1): how a delegate records the scratch
 //! buffers its lowered module declared. Part of the file format: the emitter writes it, the
 //! runtime's checks read it.
+//! May not touch: the scratch rules (the emitter and the runtime's checks apply them), files.
 
 /// Reserved compile-spec key marking a delegate that declares scratch memory (P1).
 pub const SCRATCH_KEY: &str = "__et_scratch";

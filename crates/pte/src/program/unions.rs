@@ -1,6 +1,7 @@
 //! The two schema unions, `KernelTypes` (as [`EValue`]) and `InstructionArguments` (as
 //! [`Instruction`]), as Rust enums. Serialised in the corpus shape: `{val, val_type}` and
 //! `{instr_args, instr_args_type}`, the payload being the member table's fields.
+//! May not touch: bytes, files, the generated FlatBuffers accessors.
 
 use super::{DelegateCall, FreeCall, JumpFalseCall, KernelCall, MoveCall, Tensor};
 use serde::de::Error as _;

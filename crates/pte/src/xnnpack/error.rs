@@ -1,6 +1,7 @@
 //! Typed errors of the XNNPACK blob loader. Every variant names what is wrong and where (byte
 //! offset, value or node index, field), and maps to the error code ExecuTorch's runtime gives
 //! the same blob (or the one it would give instead of crashing).
+//! May not touch: the blob or its model (it names what the loader refuses, and where).
 
 use thiserror::Error;
 

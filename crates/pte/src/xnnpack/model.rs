@@ -1,6 +1,7 @@
 //! The owned model of an XNNPACK delegate blob: one plain type per schema table, `Option` where
 //! the wire may leave a field out, raw integers where a value outside the enum must survive a
 //! round trip. Node kinds are declared once, in [`NodeType`], with the payload table each uses.
+//! May not touch: bytes, the generated accessors, execution (the interpreter is ptecheck's).
 
 use serde::Serialize;
 

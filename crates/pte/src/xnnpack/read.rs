@@ -2,6 +2,7 @@
 //! the FlatBuffers verifier with explicit limits, and decoding into the owned model within a
 //! memory budget proportional to the input. Semantic checks (ids, constants, nodes) are
 //! `verify`'s.
+//! May not touch: the program's named data (`verify` resolves constants), execution.
 
 use super::XnnError;
 use super::generated::ptecheck_xnnpack as fb;

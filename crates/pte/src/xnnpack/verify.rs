@@ -2,6 +2,7 @@
 //! makes them, and stricter where the runtime would read out of bounds, read memory no node
 //! wrote, or silently pick one of two meanings: every id, flag, rank, datatype, union member,
 //! constant (table, range, named key, size) and the node graph's acyclicity.
+//! May not touch: the byte layout (`read`'s), execution, the `.pte` program (named data is given).
 
 use super::XnnError;
 use super::model::*;

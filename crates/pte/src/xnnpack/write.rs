@@ -2,6 +2,7 @@
 //! built by the flatc layout (fields by size, last first; defaults omitted), file identifier
 //! `XN01`, and — with a header — `header(30) ‖ pad to 32 ‖ flatbuffer ‖ pad to 16 ‖ constants`.
 //! Deterministic: the same graph and constants give the same bytes.
+//! May not touch: the `.pte` program (it borrows only `format`'s table writer), execution.
 
 use super::model::*;
 use super::read::{HEADER_LENGTH, HEADER_MAGIC};
