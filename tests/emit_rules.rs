@@ -1302,13 +1302,21 @@ fn a_module_is_typed_once_however_many_calls_name_it() {
     let types = typecheck_program(&program(vec![("forward", b.finish(&[y]))], vec![module])).expect("types");
     assert_eq!(types[0].len(), n + 1);
     assert_eq!(types[0][n], x());
-    // A module that does not type is named at every call, the same way.
+    // Typed through its calls (a method graph alone, as the emitter types it), a module that
+    // does not type is named by its own path at the first call, and so is one holding more
+    // than CPU ops.
     let mut bad = GraphBuilder::new(vec![], vec![x()]);
     let out = bad.op(Op::Relu, &[9]);
     let module = LoweredModule { graph: bad.finish(&[out]), ..demo() };
     let mut b = GraphBuilder::new(vec![], vec![x()]);
     let first = b.call(0, &[b.input(0)], 1)[0];
     let second = b.call(0, &[first], 1)[0];
-    let e = typecheck_program(&program(vec![("forward", b.finish(&[second]))], vec![module])).expect_err("bad module");
-    assert!(e.path.starts_with("modules[0].graph"), "{e}");
+    let calls = b.finish(&[second]);
+    let e = ptecheck::ir::infer::graph_types(&calls, std::slice::from_ref(&module), "forward").expect_err("bad module");
+    assert_eq!(e.path, "modules[0].graph.nodes[0]", "{e}");
+    let mut control = GraphBuilder::new(vec![], vec![x()]);
+    let inner = control.call(0, &[control.input(0)], 1)[0];
+    let module = LoweredModule { graph: control.finish(&[inner]), ..demo() };
+    let e = ptecheck::ir::infer::graph_types(&calls, &[module], "forward").expect_err("calls inside a module");
+    assert_eq!((e.path.as_str(), e.detail.as_str()), ("forward.nodes[0]", "module 0 holds more than CPU ops"));
 }

@@ -439,3 +439,23 @@ fn kernels_delegates_and_their_nested_plans_spend_one_work_budget_per_execution(
         );
     }
 }
+
+#[test]
+fn working_copies_are_bounded_per_instruction_not_summed_over_a_run() {
+    use ptecheck::runtime::Session;
+    // A program of delegate calls only: each call's reads are working copies of that call.
+    // Under a limit a few calls' copies would pass, a thousand executions all run.
+    let data = real("demo_repeated_call_3x");
+    let loaded = format::load(&data).expect("loads");
+    let mut rt = ptecheck::backends::default_runtime();
+    rt.memory_limit = 16 * 1024;
+    let session = Session::new(&loaded, &rt);
+    let mut method = session.load("forward").expect("inits");
+    for i in 0..method.num_inputs() {
+        let template = method.input_template(i).expect("an input within the limit");
+        method.set_input(i, &template).expect("sets");
+    }
+    for run in 0..1000 {
+        method.execute().unwrap_or_else(|e| panic!("execution {run}: {e}"));
+    }
+}

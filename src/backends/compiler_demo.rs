@@ -152,7 +152,7 @@ fn add(a: &T, b: &T, bound: impl Fn(&[usize]) -> OpResult<usize>) -> OpResult<T>
 }
 
 /// Runs the chain of entries on `inputs` (P13); no result may take more than `limit` bytes,
-/// and each entry's work (its operands' elements, a product's multiply-adds) is passed to
+/// and each entry's work (its result's elements, a product's multiply-adds) is passed to
 /// `spend` before it is done.
 pub fn run(
     entries: &[DemoEntry],
@@ -176,7 +176,6 @@ pub fn run(
         // Every result is checked against the entry's numel (and the limit) before it is made.
         let bound = |shape: &[usize]| sized(shape, Some(e.numel), limit, i);
         let within = |shape: &[usize]| sized(shape, None, limit, i);
-        let read: u64 = ops.iter().map(|o| o.1.len() as u64).sum();
         let products = match (e.op, &ops[..]) {
             // n x k x m: the first operand's elements times the second's over k.
             (DemoOp::Mm | DemoOp::Linear, [a, b, ..]) => match a.0.get(1) {
@@ -185,7 +184,9 @@ pub fn run(
             },
             _ => 0,
         };
-        spend(read.saturating_add(products), &format_args!("entry {i}"))?;
+        // Its result (the entry's numel, checked before it is made) and a product's
+        // multiply-adds; the call's inputs were spent as the backend read them.
+        spend((e.numel as u64).saturating_add(products), &format_args!("entry {i}"))?;
         let r = match e.op {
             DemoOp::Sin => (ops[0].0.clone(), ops[0].1.iter().map(|v| v.sin()).collect()),
             DemoOp::Mm => matmul(&ops[0], &ops[1], false, bound)?,

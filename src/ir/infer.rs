@@ -282,8 +282,12 @@ pub fn node_types(
 /// a graph of many calls of a large module costs one typing of the module, not one per call.
 struct Callees<'m> {
     modules: &'m [LoweredModule],
-    signatures: Vec<std::cell::OnceCell<Result<Vec<ValueType>, IrError>>>,
+    /// Per module, made on first call.
+    signatures: Vec<std::cell::OnceCell<Signature>>,
 }
+
+/// A module's typing as its callers see it: `None` when it holds more than CPU ops.
+type Signature = Option<Result<Vec<ValueType>, IrError>>;
 
 impl<'m> Callees<'m> {
     fn new(modules: &'m [LoweredModule]) -> Self {
@@ -295,16 +299,19 @@ impl<'m> Callees<'m> {
         let (Some(m), Some(cell)) = (self.modules.get(module), self.signatures.get(module)) else {
             return Err(err(path, format!("module {module} does not exist ({} modules)", self.modules.len())));
         };
-        if m.graph.nodes.iter().any(|n| !matches!(n, Node::Op { .. })) {
-            return Err(err(path, format!("module {module} holds more than CPU ops")));
-        }
+        // Both the CPU-ops rule and the typing are made once per module, whatever the calls.
         let sig = cell.get_or_init(|| {
-            graph_types(&m.graph, &[], "").map_err(|mut e| {
-                e.path = format!("modules[{module}].graph{}", e.path);
-                e
+            m.graph.nodes.iter().all(|n| matches!(n, Node::Op { .. })).then(|| {
+                graph_types(&m.graph, &[], "").map_err(|mut e| {
+                    e.path = format!("modules[{module}].graph{}", e.path);
+                    e
+                })
             })
         });
-        sig.as_ref().map(|s| (m, s.as_slice())).map_err(Clone::clone)
+        match sig {
+            None => Err(err(path, format!("module {module} holds more than CPU ops"))),
+            Some(sig) => sig.as_ref().map(|s| (m, s.as_slice())).map_err(Clone::clone),
+        }
     }
 }
 

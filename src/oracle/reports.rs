@@ -255,10 +255,14 @@ fn merge_into(m: &mut CampaignResult, r: &CampaignResult, report: usize) -> Resu
     let features = tally(&m.features, &r.features, "features")?;
     let timings = m.timings.checked_add(&r.timings).ok_or_else(|| over("timings".into()))?;
     let generate = m.generate.checked_add(r.generate).ok_or_else(|| over("generate".into()))?;
+    // A sum that is no longer a finite number would be written as `null`, unreadable.
+    let rate = Some(m.programs_per_second + r.programs_per_second)
+        .filter(|p| p.is_finite())
+        .ok_or_else(|| over("programs_per_second".into()))?;
     (m.cases, m.failures, m.invariants, m.features, m.timings, m.generate) =
         (cases, failures, invariants, features, timings, generate);
     m.shards_run.extend(&r.shards_run);
-    m.programs_per_second += r.programs_per_second;
+    m.programs_per_second = rate;
     m.elapsed_seconds = m.elapsed_seconds.max(r.elapsed_seconds);
     m.jobs = m.jobs.max(r.jobs);
     // Shards run in processes of their own: the merged peak is the largest shard's.

@@ -365,6 +365,8 @@ fn permute_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     let in_strides = strides(&s);
     // The source's element count (a permuted product of a shape with a 0 may overflow).
     let numel = f.tensor(a[0])?.numel();
+    // The map and the gathered bytes (at most 8 per element), before either is made.
+    f.working(numel.saturating_mul(2), &format_args!("a permutation of values[{}]", a[0]))?;
     let mut idx = vec![0usize; out_shape.len()];
     let mut map = Vec::with_capacity(numel);
     for _ in 0..numel {
@@ -429,7 +431,8 @@ fn select_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     f.bytes(a[0])?;
     let st = strides(&s);
     let out_shape: Vec<usize> = s.iter().enumerate().filter(|(d, _)| *d != dim).map(|(_, v)| *v).collect();
-    let numel: usize = out_shape.iter().product();
+    let numel = checked_numel(&out_shape).ok_or_else(|| bad(format!("shape {out_shape:?} overflows")))?;
+    f.working(numel.saturating_mul(2), &format_args!("a selection from values[{}]", a[0]))?;
     let outer: usize = s[..dim].iter().product();
     let inner = st[dim];
     let mut map = Vec::with_capacity(numel);
@@ -468,6 +471,10 @@ fn index_select(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     // built.
     check_out(f, a[3], &out_shape)?;
     let elem = same_dtype_elem(f, a[0], a[3])?;
+    // The source's copy, the map and the gathered bytes, before any is made.
+    let numel = checked_numel(&out_shape).ok_or_else(|| bad(format!("shape {out_shape:?} overflows")))?;
+    let copied = f.bytes(a[0])?.len().div_ceil(8);
+    f.working(numel.saturating_mul(2).saturating_add(copied), &format_args!("an index_select of values[{}]", a[0]))?;
     let src = f.bytes(a[0])?.to_vec();
     resize_out(f, a[3], &out_shape)?;
     let mut map = Vec::new();
@@ -641,6 +648,8 @@ fn et_copy_index(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
         to_shape[0] = index + 1;
         f.resize(to, &to_shape).map_err(|e| OpError::new(ErrorCode::InvalidState, e.detail))?;
     }
+    let copied = f.bytes(from)?.len().div_ceil(8).saturating_add(f.bytes(to)?.len().div_ceil(8));
+    f.working(copied, &format_args!("et_copy_index into values[{to}]"))?;
     let row = f.bytes(from)?.to_vec();
     let mut all = f.bytes(to)?.to_vec();
     index

@@ -473,6 +473,11 @@ impl<'a> Method<'a> {
     }
 
     fn step(&mut self, ins: &Instruction, site: Site, pc: usize) -> Result<usize, RuntimeError> {
+        // Working copies are bounded per instruction (a kernel's, a delegate's reads, a jump's
+        // condition); every instruction also spends one element of work, so a nested plan's
+        // instructions count against its caller's budget even where they copy nothing.
+        self.frame.working.set(0);
+        self.frame.spend(1, &"an instruction").map_err(|e| self.exec_err(site, e.code, e.detail))?;
         match ins {
             Instruction::KernelCall(k) => {
                 let args: Vec<usize> = k.args.iter().flatten().map(|a| *a as usize).collect();
@@ -480,7 +485,6 @@ impl<'a> Method<'a> {
                 let kernel = self.kernels.get(op).copied().flatten().ok_or_else(|| {
                     self.exec_err(site, ErrorCode::OperatorMissing, format!("operator {op} has no kernel"))
                 })?;
-                self.frame.working.set(0);
                 kernel(&mut self.frame, &args).map_err(|e| RuntimeError::Kernel {
                     method: self.name.clone(),
                     site,

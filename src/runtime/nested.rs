@@ -72,6 +72,12 @@ impl NestedPlan {
         Ok(NestedPlan { plan, file, constants })
     }
 
+    /// Work one call's set-up does: a slot per value, the arenas' bytes in 8-byte elements.
+    fn setup_work(&self) -> u64 {
+        let arenas: u64 = self.plan.non_const_buffer_sizes.iter().flatten().map(|s| (*s).max(0) as u64).sum();
+        (self.plan.value_list().len() as u64).saturating_add(arenas.div_ceil(8))
+    }
+
     /// Number of method inputs.
     pub fn num_inputs(&self) -> usize {
         self.plan.inputs.as_ref().map_or(0, Vec::len)
@@ -119,8 +125,9 @@ impl NestedPlan {
         }
         let inputs =
             args.args[..n_in].iter().map(|v| args.frame.host_value(*v)).collect::<OpResult<Vec<HostValue>>>()?;
-        // The nested run spends from the caller's work budget: a delegate called many times
-        // cannot multiply it.
+        // The nested run spends from the caller's work budget, its set-up (a frame of its
+        // values and arenas) first: a delegate called many times cannot multiply the budget.
+        args.frame.spend(self.setup_work(), &"setting up the delegate's nested plan")?;
         let (outputs, spent) = self
             .run(&inputs, args.frame.memory_limit, args.frame.work_left.get())
             .map_err(|e| OpError::new(e.code(), format!("inside the delegate: {e}")))?;

@@ -110,7 +110,7 @@ fn clamp_output(node: &XNode, t: &mut T) {
 }
 
 /// Numpy-style broadcast of two shapes (right-aligned; equal or 1).
-fn broadcast_shape(a: &[usize], b: &[usize]) -> NodeResult<Vec<usize>> {
+pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> NodeResult<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for (i, o) in out.iter_mut().enumerate() {

@@ -242,19 +242,33 @@ impl Compiled {
     }
 }
 
-/// Elements of work `node` does on `ins` (its operands): a product's multiply-adds (an upper
-/// bound for a batched product whose operands are both batched), else the operands' elements.
+/// Elements of work `node` does on `ins` (its operands), before it runs: the operands'
+/// elements, plus a product's multiply-adds or, for any other node, its broadcast result's
+/// elements (operands that do not broadcast are refused by the node itself).
 fn node_work(node: &xnnpack::XNode, ins: &[&T]) -> u64 {
-    let n = |t: &T| t.data.len() as u128;
-    let inner = |t: &T| t.shape.last().copied().unwrap_or(0) as u128;
-    let work = match (node.node_type, ins) {
+    let numel = |s: &[usize]| checked_numel(s).map_or(u128::MAX, |n| n as u128);
+    let read: u128 = ins.iter().map(|t| t.data.len() as u128).sum();
+    let made: u128 = match (node.node_type, ins) {
         // rows x outputs x k: the input's elements times the filter's outputs.
-        (xnnpack::NodeType::XNNFullyConnected, [x, w, ..]) if inner(x) > 0 => n(x) * (n(w) / inner(x)),
-        // batch(a) x batch(b) x m x n x k bounds the broadcast batch's m x n x k.
-        (xnnpack::NodeType::XNNBatchMatrixMultiply, [a, b, ..]) if inner(a) > 0 => n(a) * n(b) / inner(a),
-        _ => ins.iter().map(|t| n(t)).sum(),
+        (xnnpack::NodeType::XNNFullyConnected, [x, w, ..]) => match x.shape.last() {
+            Some(&k) if k > 0 => x.data.len() as u128 * (w.data.len() / k) as u128,
+            _ => 0,
+        },
+        // The broadcast batch x m x n results, each k multiply-adds.
+        (xnnpack::NodeType::XNNBatchMatrixMultiply, [a, b, ..]) if a.shape.len() >= 2 && b.shape.len() >= 2 => {
+            let (ra, rb) = (a.shape.len(), b.shape.len());
+            let (m, k) = (a.shape[ra - 2], a.shape[ra - 1]);
+            let transposed = matches!(node.payload, xnnpack::Payload::Node2x1 { flags, .. } if flags & xnnpack::FLAG_TRANSPOSE_WEIGHTS != 0);
+            let n = if transposed { b.shape[rb - 2] } else { b.shape[rb - 1] };
+            let batch = interp::broadcast_shape(&a.shape[..ra - 2], &b.shape[..rb - 2]).map_or(0, |s| numel(&s));
+            batch.saturating_mul(m as u128).saturating_mul(n as u128).saturating_mul(k as u128)
+        }
+        _ => ins
+            .iter()
+            .try_fold(Vec::new(), |acc: Vec<usize>, t| interp::broadcast_shape(&acc, &t.shape).ok())
+            .map_or(0, |s| numel(&s)),
     };
-    u64::try_from(work).unwrap_or(u64::MAX)
+    u64::try_from(read.saturating_add(made)).unwrap_or(u64::MAX)
 }
 
 /// Loads `processed` as `init` does and runs it once with every external input at its blob
