@@ -364,10 +364,7 @@ fn a_kernels_working_copies_are_bounded_by_the_memory_limit_not_only_its_tensors
         let rt = Runtime { memory_limit: limit, ..Runtime::default() };
         let session = Session::new(&loaded, &rt);
         let mut method = session.load("forward").expect("the arenas fit the limit");
-        for i in 0..method.num_inputs() {
-            let template = method.input_template(i).expect("an input within the limit");
-            method.set_input(i, &template).expect("sets");
-        }
+        set_templates(&mut method);
         method.execute()
     };
     match run(arenas as usize) {
@@ -380,6 +377,14 @@ fn a_kernels_working_copies_are_bounded_by_the_memory_limit_not_only_its_tensors
     assert!(run(1 << 20).is_ok());
 }
 
+/// Sets every input of `method` to its template (zeros of its declared shape, or its value).
+fn set_templates(method: &mut ptecheck::runtime::Method<'_>) {
+    for i in 0..method.num_inputs() {
+        let template = method.input_template(i).expect("an input within the limit");
+        method.set_input(i, &template).expect("sets");
+    }
+}
+
 /// Loads `forward` of real file `name` under `rt`, sets every input to its template and
 /// executes it: the outcome and the work it spent.
 fn execute_real(name: &str, rt: &ptecheck::runtime::Runtime) -> (Result<(), ptecheck::runtime::RuntimeError>, u64) {
@@ -388,10 +393,7 @@ fn execute_real(name: &str, rt: &ptecheck::runtime::Runtime) -> (Result<(), ptec
     let loaded = format::load(&data).expect("loads");
     let session = Session::new(&loaded, rt);
     let mut method = session.load("forward").expect("inits");
-    for i in 0..method.num_inputs() {
-        let template = method.input_template(i).expect("an input within the limit");
-        method.set_input(i, &template).expect("sets");
-    }
+    set_templates(&mut method);
     let outcome = method.execute();
     (outcome, method.work_spent())
 }
@@ -451,10 +453,7 @@ fn working_copies_are_bounded_per_instruction_not_summed_over_a_run() {
     rt.memory_limit = 16 * 1024;
     let session = Session::new(&loaded, &rt);
     let mut method = session.load("forward").expect("inits");
-    for i in 0..method.num_inputs() {
-        let template = method.input_template(i).expect("an input within the limit");
-        method.set_input(i, &template).expect("sets");
-    }
+    set_templates(&mut method);
     for run in 0..1000 {
         method.execute().unwrap_or_else(|e| panic!("execution {run}: {e}"));
     }

@@ -6,7 +6,7 @@
 //! May not touch: the IR and the emitter (it has a runtime side only), the loader.
 
 use crate::program::CompileSpec;
-use crate::runtime::frame::{OpError, OpResult};
+use crate::runtime::frame::{OpError, OpResult, Spend};
 use crate::runtime::kernels::{broadcast_index, broadcast_shape};
 use crate::runtime::value::checked_numel;
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
@@ -154,12 +154,7 @@ fn add(a: &T, b: &T, bound: impl Fn(&[usize]) -> OpResult<usize>) -> OpResult<T>
 /// Runs the chain of entries on `inputs` (P13); no result may take more than `limit` bytes,
 /// and each entry's work (its result's elements, a product's multiply-adds) is passed to
 /// `spend` before it is done.
-pub fn run(
-    entries: &[DemoEntry],
-    inputs: &[T],
-    limit: usize,
-    spend: &dyn Fn(u64, &dyn std::fmt::Display) -> OpResult<()>,
-) -> OpResult<T> {
+pub fn run(entries: &[DemoEntry], inputs: &[T], limit: usize, spend: Spend<'_>) -> OpResult<T> {
     let mut next = 0usize;
     let mut prev: Option<T> = None;
     for (i, e) in entries.iter().enumerate() {

@@ -51,7 +51,48 @@ pub struct Frame<'a> {
     pub working: std::cell::Cell<usize>,
     /// Elements of work the kernels may still do in this `execute()` ([`Frame::spend`]; set
     /// from `Runtime::work_budget` as it starts).
-    pub work_left: std::cell::Cell<u64>,
+    pub work_left: WorkLeft,
+}
+
+/// What one spends work through: elements of work, and what does it (named in a refusal).
+pub type Spend<'s> = &'s dyn Fn(u64, &dyn std::fmt::Display) -> OpResult<()>;
+
+/// Elements of work left to spend, refused (InvalidProgram, as a spent instruction budget is)
+/// past what is left.
+#[derive(Debug, Default)]
+pub struct WorkLeft(std::cell::Cell<u64>);
+
+impl WorkLeft {
+    /// A budget of `elements`.
+    pub fn new(elements: u64) -> Self {
+        WorkLeft(std::cell::Cell::new(elements))
+    }
+
+    /// What is left.
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+
+    /// Starts over with `elements`.
+    pub fn set(&self, elements: u64) {
+        self.0.set(elements);
+    }
+
+    /// Spends `elements`, or refuses them naming `what` and what was left (then nothing is).
+    pub fn spend(&self, elements: u64, what: &dyn std::fmt::Display) -> OpResult<()> {
+        let left = self.0.get();
+        if elements > left {
+            self.0.set(0);
+            return Err(OpError::new(
+                ErrorCode::InvalidProgram,
+                format!(
+                    "{what}: {elements} more elements of work pass the work budget ({left} left in this execution)"
+                ),
+            ));
+        }
+        self.0.set(left - elements);
+        Ok(())
+    }
 }
 
 impl Frame<'_> {
@@ -174,18 +215,7 @@ impl Frame<'_> {
     /// multiplies; a nested plan's whole run): refused (InvalidProgram, as a spent instruction
     /// budget is) when less is left, naming `what` and the budget's remainder.
     pub fn spend(&self, elements: u64, what: &dyn std::fmt::Display) -> OpResult<()> {
-        let left = self.work_left.get();
-        if elements > left {
-            self.work_left.set(0);
-            return Err(OpError::new(
-                ErrorCode::InvalidProgram,
-                format!(
-                    "{what}: {elements} more elements of work pass the work budget ({left} left in this execution)"
-                ),
-            ));
-        }
-        self.work_left.set(left - elements);
-        Ok(())
+        self.work_left.spend(elements, what)
     }
 
     /// Elements of the tensor in slot `v` as f64.

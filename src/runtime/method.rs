@@ -6,7 +6,7 @@
 use super::backend::*;
 use super::check::{call_site_counts, check_method_with};
 use super::error::{ErrorCode, RuntimeError, Site};
-use super::frame::Frame;
+use super::frame::{Frame, WorkLeft};
 use super::kernels::{self, KernelFn};
 use super::value::*;
 use crate::fault::Fault;
@@ -245,7 +245,7 @@ fn build_frame<'a>(
         memory_limit,
         fault,
         working: std::cell::Cell::new(0),
-        work_left: std::cell::Cell::new(0),
+        work_left: WorkLeft::default(),
     };
     let err = |value: usize, detail: String, code: ErrorCode| RuntimeError::Value {
         method: method.into(),

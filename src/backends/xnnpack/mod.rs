@@ -21,7 +21,7 @@ use crate::fault::Fault;
 use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule, NamedBlob};
 use crate::program::{CompileSpec, ScalarType};
-use crate::runtime::frame::{OpError, OpResult};
+use crate::runtime::frame::{OpError, OpResult, Spend, WorkLeft};
 use crate::runtime::value::checked_numel;
 use crate::runtime::{Backend, BackendHandle, DelegateArgs, ErrorCode, InitContext};
 use interp::T;
@@ -132,12 +132,7 @@ impl Compiled {
     /// Runs the nodes on `inputs` (value index, tensor); every value computed, by value index.
     /// No result may exceed `limit` elements, nor all constants and results together
     /// `limit` × 4.
-    fn evaluate(
-        &self,
-        inputs: Vec<(usize, T)>,
-        limit: usize,
-        spend: &dyn Fn(u64, &dyn std::fmt::Display) -> OpResult<()>,
-    ) -> OpResult<Vec<Option<T>>> {
+    fn evaluate(&self, inputs: Vec<(usize, T)>, limit: usize, spend: Spend<'_>) -> OpResult<Vec<Option<T>>> {
         let mut budget = limit.saturating_mul(4);
         let g = &self.blob.blob.graph;
         let mut vals: Vec<Option<T>> = vec![None; g.values.len()];
@@ -289,17 +284,8 @@ pub fn run_standalone(processed: &[u8], named: &[(&str, &[u8])], fill: f32, limi
         inputs.push((v, T::new(shape, vec![fill; n])));
     }
     // Work bounded as a method's would be, by the memory limit's worth of elements eight times.
-    let left = std::cell::Cell::new((limit as u64).saturating_mul(8));
-    let spend = |work: u64, what: &dyn std::fmt::Display| match left.get().checked_sub(work) {
-        Some(rest) => {
-            left.set(rest);
-            Ok(())
-        }
-        None => {
-            Err(OpError::new(ErrorCode::InvalidProgram, format!("{what}: {work} elements of work pass the budget")))
-        }
-    };
-    let vals = c.evaluate(inputs, limit, &spend)?;
+    let left = WorkLeft::new((limit as u64).saturating_mul(8));
+    let vals = c.evaluate(inputs, limit, &|work, what| left.spend(work, what))?;
     Ok(c.outputs.iter().filter_map(|&(ext, v)| vals[v].clone().map(|t| (ext, t))).collect())
 }
 
