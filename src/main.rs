@@ -870,11 +870,12 @@ fn differential(
             r.elapsed_seconds
         );
         outln!(
-            "valid programs refused: {:?}  crashes {}  hangs {}  garbage {}  runner starts {}",
+            "valid programs refused: {:?}  crashes {}  hangs {}  garbage {}  unsent (too long) {}  runner starts {}",
             r.refused,
             r.crashes,
             r.hangs,
             r.garbage,
+            r.unsent,
             r.runner_starts
         );
         outln!("delegate calls executed by the runner: {:?}", r.delegate_calls);
@@ -916,7 +917,7 @@ fn differential(
             }
         }
     }
-    let bad = r.mismatch > 0 || r.crashes > 0 || r.hangs > 0 || r.garbage > 0 || !r.findings.is_empty();
+    let bad = r.mismatch > 0 || r.crashes > 0 || r.hangs > 0 || r.garbage > 0 || r.unsent > 0 || !r.findings.is_empty();
     Ok(if bad { Exit::Failed } else { Exit::Ok })
 }
 

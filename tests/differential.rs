@@ -129,6 +129,23 @@ fn classes(chaos: &str, n: usize, timeout: Duration) -> (Vec<&'static str>, u64)
 }
 
 #[test]
+fn a_request_longer_than_the_protocol_allows_is_not_sent_and_the_runner_goes_on() {
+    use ptecheck::runner::protocol::MAX_LINE;
+    let mut r = Runner::start(runner("")).expect("starts");
+    let first = request(&mut r, "cpu_add_mul");
+    // Its program path alone makes the line longer than a runner reads.
+    let mut long = request(&mut r, "cpu_add_mul");
+    long.pte = PathBuf::from("p".repeat(MAX_LINE + 1));
+    let last = request(&mut r, "cpu_add_mul");
+    let out = r.run(&[first, long, last]);
+    assert_eq!(out.iter().map(Outcome::class).collect::<Vec<_>>(), ["ok", "too_long", "ok"], "{:?}", out[1]);
+    assert!(matches!(out[1], Outcome::TooLong { bytes } if bytes > MAX_LINE), "{:?}", out[1]);
+    // Sent, it would have drawn an id-less refusal (garbage) and a restart.
+    assert_eq!(r.stats().starts, 1);
+    assert!(r.stats().ended.is_empty(), "{:?}", r.stats());
+}
+
+#[test]
 fn a_crash_is_recorded_against_its_request_and_the_runner_restarts() {
     let (c, starts) = classes("crash-on:2", 3, Duration::from_secs(10));
     // Request 2 kills the process (SIGABRT); request 3 goes to a new one, where it is the

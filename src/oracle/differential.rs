@@ -22,6 +22,7 @@ use crate::generator::{GenConfig, Generated, Switch, generate};
 use crate::ir::OpKind;
 use crate::ir::eval::Run;
 use crate::ir::saved;
+use crate::runner::protocol::MAX_LINE;
 use crate::runner::{Outcome, Reply, Request, Runner, RunnerConfig, Stage, StartError};
 use crate::runtime::io::to_json;
 use crate::runtime::{ErrorCode, HostValue, Runtime, RuntimeError, Session};
@@ -129,6 +130,8 @@ pub struct DiffReport {
     pub hangs: u64,
     /// Requests answered with garbage.
     pub garbage: u64,
+    /// Requests not sent: their line is longer than the protocol's [`MAX_LINE`].
+    pub unsent: u64,
     /// Runner processes started.
     pub runner_starts: u64,
     /// Corruptions sent (negative).
@@ -264,6 +267,7 @@ fn outcome_json(o: &Outcome) -> Value {
         Outcome::Hung { waited_ms, stderr } => json!({"hung_after_ms": waited_ms, "stderr": stderr}),
         Outcome::Garbage { line, why, stderr } => json!({"garbage": line, "why": why, "stderr": stderr}),
         Outcome::NoRunner { why } => json!({"no_runner": why}),
+        Outcome::TooLong { bytes } => json!({"too_long": bytes}),
     }
 }
 
@@ -325,6 +329,7 @@ fn negative_outcome(o: &Outcome, ours: Option<ErrorCode>) -> Option<&'static str
         Outcome::Hung { .. } => Some("hang"),
         Outcome::Garbage { .. } => Some("garbage"),
         Outcome::NoRunner { .. } => Some("no_runner"),
+        Outcome::TooLong { .. } => Some("too_long"),
     }
 }
 
@@ -341,6 +346,9 @@ fn detail(o: &Outcome) -> String {
         Outcome::Hung { waited_ms, .. } => format!("no reply in {waited_ms} ms"),
         Outcome::Garbage { why, .. } => why.clone(),
         Outcome::NoRunner { why } => why.clone(),
+        Outcome::TooLong { bytes } => {
+            format!("a request of {bytes} bytes, longer than the protocol's {MAX_LINE}: not sent")
+        }
     }
 }
 
@@ -498,6 +506,7 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
                     match failed {
                         Outcome::Hung { .. } => report.hangs += 1,
                         Outcome::Garbage { .. } => report.garbage += 1,
+                        Outcome::TooLong { .. } => report.unsent += 1,
                         _ => report.crashes += 1,
                     }
                     // Recorded with the runner's stderr, and a reproducer for the first few.

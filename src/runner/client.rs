@@ -84,6 +84,12 @@ pub enum Outcome {
         /// Why.
         why: String,
     },
+    /// The request's line is longer than the protocol's [`MAX_LINE`]: it was not sent (the
+    /// runner would refuse it unread), and the runner goes on with the next.
+    TooLong {
+        /// The line's length in bytes.
+        bytes: usize,
+    },
 }
 
 impl Outcome {
@@ -97,12 +103,13 @@ impl Outcome {
             Outcome::Hung { .. } => "hung",
             Outcome::Garbage { .. } => "garbage",
             Outcome::NoRunner { .. } => "no_runner",
+            Outcome::TooLong { .. } => "too_long",
         }
     }
 
     /// Whether the runner process ended on this request.
     pub fn ended_process(&self) -> bool {
-        !matches!(self, Outcome::Reply(_))
+        !matches!(self, Outcome::Reply(_) | Outcome::TooLong { .. })
     }
 }
 
@@ -359,20 +366,37 @@ impl Runner {
         let mut out: Vec<Option<Outcome>> = vec![None; n];
         let (mut sent, mut done) = (0usize, 0usize);
         while done < n {
+            // A request too long to send is answered here, without a runner; the lines after
+            // it are sent as usual (its place in the window is skipped when writing).
+            if out[done].is_some() {
+                done += 1;
+                self.stats.requests += 1;
+                continue;
+            }
             if let Err(why) = self.ensure() {
                 for o in out.iter_mut().skip(done) {
-                    *o = Some(Outcome::NoRunner { why: why.clone() });
+                    o.get_or_insert_with(|| Outcome::NoRunner { why: why.clone() });
                 }
                 break;
             }
             let Some(p) = self.proc.as_mut() else { break };
             sent = sent.max(done);
             while sent < n && sent < done + self.cfg.window.max(1) {
-                if p.stdin.send(requests[sent].to_line() + "\n").is_err() {
+                let mut line = requests[sent].to_line();
+                if line.len() > MAX_LINE {
+                    out[sent] = Some(Outcome::TooLong { bytes: line.len() });
+                    sent += 1;
+                    continue;
+                }
+                line.push('\n');
+                if p.stdin.send(line).is_err() {
                     // The writer stopped: the process is gone; its end is read below.
                     break;
                 }
                 sent += 1;
+            }
+            if out[done].is_some() {
+                continue;
             }
             let expected = requests[done].id;
             let outcome = match p.lines.recv_timeout(self.cfg.request_timeout) {
