@@ -57,16 +57,24 @@ enum Exit {
     Rejected,
     /// 3: a backend the program needs is not available here.
     Unavailable,
+    /// 4: a campaign's case ran past `--case-timeout` (the process ends there, without a report).
+    Hung,
 }
 
 impl Exit {
     fn code(self) -> ExitCode {
-        ExitCode::from(match self {
+        ExitCode::from(self.number())
+    }
+
+    /// The exit status.
+    fn number(self) -> u8 {
+        match self {
             Exit::Ok => 0,
             Exit::Failed => 1,
             Exit::Rejected => 2,
             Exit::Unavailable => 3,
-        })
+            Exit::Hung => 4,
+        }
     }
 
     /// The worse of two outcomes.
@@ -76,6 +84,7 @@ impl Exit {
             Exit::Unavailable => 1,
             Exit::Failed => 2,
             Exit::Rejected => 3,
+            Exit::Hung => 4,
         };
         if rank(other) > rank(self) { other } else { self }
     }
@@ -256,6 +265,10 @@ struct CampaignArgs {
     /// cases, into DIR.
     #[arg(long, value_name = "DIR", conflicts_with = "runner")]
     save_failures: Option<PathBuf>,
+    /// Seconds one case may run: a case still running then is reported as hung with its replay
+    /// command, and the process ends with exit 4 (a case cannot be stopped from outside).
+    #[arg(long, value_name = "S", default_value = "300", value_parser = parse_seconds, conflicts_with = "runner")]
+    case_timeout: std::time::Duration,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -747,7 +760,7 @@ fn bar(enabled: bool) -> indicatif::ProgressBar {
 }
 
 fn campaign(a: CampaignArgs) -> CmdResult {
-    use ptecheck::oracle::campaign::{CampaignOptions, Progress, run_with};
+    use ptecheck::oracle::campaign::{CampaignOptions, Progress, run_watched};
     let config = config_of(a.config.as_deref())?;
     let opts = CampaignOptions {
         cases: a.cases,
@@ -770,13 +783,27 @@ fn campaign(a: CampaignArgs) -> CmdResult {
     if let Some(cmd) = &a.runner {
         return differential(&a, cmd, opts, &bar);
     }
-    let r = run_with(&opts, &mut |p: Progress| {
-        bar.set_length(p.total);
-        bar.set_position(p.done);
-        if p.failures > 0 {
-            bar.set_message(format!("{} failing", p.failures));
-        }
-    });
+    let hung = |o: &ptecheck::oracle::watchdog::Overdue| {
+        eprintln!(
+            "ptecheck: case {} has run for {:.1} s, past --case-timeout {} s: hung (this process ends; no report)\nreplay: {}",
+            o.case,
+            o.running.as_secs_f64(),
+            a.case_timeout.as_secs_f64(),
+            ptecheck::oracle::campaign::replay_command(&opts, o.case)
+        );
+        std::process::exit(i32::from(Exit::Hung.number()));
+    };
+    let r = run_watched(
+        &opts,
+        &mut |p: Progress| {
+            bar.set_length(p.total);
+            bar.set_position(p.done);
+            if p.failures > 0 {
+                bar.set_message(format!("{} failing", p.failures));
+            }
+        },
+        Some((a.case_timeout, &hung)),
+    );
     bar.finish_and_clear();
     if let Some(dir) = &a.save_failures {
         for folder in ptecheck::oracle::reports::save_failures(&opts, &r, dir)? {
@@ -791,7 +818,8 @@ fn campaign(a: CampaignArgs) -> CmdResult {
 /// each; the report says so on stderr (its job count and peak RSS are one process's).
 fn campaign_processes(a: &CampaignArgs, opts: &ptecheck::oracle::campaign::CampaignOptions, n: u64) -> CmdResult {
     let program = std::env::current_exe().map_err(|e| Rejected(format!("own path: {e}")))?;
-    let r = ptecheck::oracle::processes::run(&program, opts, n).map_err(|e| Rejected(e.to_string()))?;
+    let timeout = vec!["--case-timeout".to_string(), a.case_timeout.as_secs_f64().to_string()];
+    let r = ptecheck::oracle::processes::run(&program, opts, &timeout, n).map_err(|e| Rejected(e.to_string()))?;
     eprintln!("ptecheck: ran as {n} shard processes of one job each; peak RSS is the largest process's");
     print_report(&r, a.json);
     Ok(if r.failures > 0 { Exit::Failed } else { Exit::Ok })

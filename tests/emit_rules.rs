@@ -11,6 +11,7 @@ use ptecheck::format;
 use ptecheck::generator::examples::{example, step_graph};
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
 use ptecheck::ir::eval::{eval_method, sample_inputs};
+use ptecheck::ir::saved::SavedFault;
 use ptecheck::ir::{Dtype, Graph, IrMethod, IrProgram, LoweredModule, Node, Op, ValueType, saved};
 use ptecheck::oracle::values::encode as to_host;
 use ptecheck::program::*;
@@ -108,6 +109,7 @@ fn run(
 fn e01_non_program_input_is_rejected_with_its_path() {
     let e = saved::load(r#"{"schema_version": [5, 6], "program": [1, 2]}"#).expect_err("not a program");
     assert!(e.path.starts_with("$.program"), "{e}");
+    assert!(matches!(e.fault, SavedFault::Shape(_)), "{e}");
     assert!(saved::load("[1]").is_err());
 }
 
@@ -884,11 +886,20 @@ fn p7_a_5_5_document_loads_with_the_flag_false_and_rejects_it_if_present() {
     assert!(!p.modules[0].share_handle_across_calls);
     let e = saved::load(&bad).expect_err("the flag did not exist in (5, 5)");
     assert_eq!(e.path, "$.program.modules[0].share_handle_across_calls");
+    assert_eq!(e.fault, SavedFault::TooNew { major: 5, minor: 5, since: 6 });
     let newer_major = text.replacen("[5, 6]", "[6, 0]", 1);
-    assert!(saved::load(&newer_major).expect_err("major 6").path.ends_with("schema_version"));
+    let e = saved::load(&newer_major).expect_err("major 6");
+    assert_eq!((e.path.as_str(), e.fault), ("$.schema_version", SavedFault::Major { major: 6 }));
     let unknown = text.replacen("\"backend\": \"demo\"", "\"backend\": \"demo\", \"surprise\": 1", 1);
     let e = saved::load(&unknown).expect_err("unknown member");
     assert!(e.path.starts_with("$.program.modules[0]"), "{e}");
+    assert!(matches!(&e.fault, SavedFault::Shape(m) if m.contains("surprise")), "{e}");
+    let e = saved::load(&text.replacen("[5, 6]", "\"5.6\"", 1)).expect_err("a version of another form");
+    assert!(matches!(e.fault, SavedFault::BadVersion(_)), "{e}");
+    let e = saved::load(&text.replacen("\"schema_version\"", "\"version\"", 1)).expect_err("no version");
+    assert_eq!((e.path.as_str(), e.fault), ("$.schema_version", SavedFault::NoVersion));
+    let e = saved::load(&text[..text.len() / 2]).expect_err("cut short");
+    assert!(matches!(e.fault, SavedFault::NotJson { line, .. } if line > 1), "{e}");
 }
 
 #[test]
@@ -1201,7 +1212,7 @@ fn saved_json_bytes_are_bare_hex_digit_pairs() {
         let edited = format!("{}{bad}{}", &text[..at], &text[at..]);
         let e = saved::load(&edited).expect_err(bad);
         assert_eq!(e.path, "$.program.modules[0].processed", "{bad}");
-        assert!(e.detail.to_lowercase().contains(why), "{bad}: {}", e.detail);
+        assert!(matches!(&e.fault, SavedFault::Shape(m) if m.to_lowercase().contains(why)), "{bad}: {e}");
     }
 }
 

@@ -14,14 +14,57 @@ use thiserror::Error;
 /// The schema version written.
 pub const SCHEMA_VERSION: (u32, u32) = (5, 6);
 
-/// Why a saved program was rejected.
+/// Why a saved program was rejected: what is wrong, at which JSON path.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("{path}: {detail}")]
+#[error("{path}: {fault}")]
 pub struct SavedError {
     /// JSON path, e.g. `$.program.modules[0].backend`.
     pub path: String,
     /// What.
-    pub detail: String,
+    pub fault: SavedFault,
+}
+
+/// What is wrong with a saved program.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum SavedFault {
+    /// The text is not JSON.
+    #[error("not JSON: {message} (line {line}, column {column})")]
+    NotJson {
+        /// The parser's message.
+        message: String,
+        /// Line of the fault (1-based).
+        line: usize,
+        /// Column of the fault (1-based).
+        column: usize,
+    },
+    /// `schema_version` is absent.
+    #[error("missing")]
+    NoVersion,
+    /// `schema_version` is not `[major, minor]`.
+    #[error("must be [major, minor]: {0}")]
+    BadVersion(String),
+    /// A major version this reader does not know.
+    #[error("major version {major} is not supported (this reader knows {})", SCHEMA_VERSION.0)]
+    Major {
+        /// The document's major version.
+        major: u32,
+    },
+    /// A member that a later minor version added, in an older document.
+    #[error("unknown member in a ({major}, {minor}) document (added in ({major}, {since}))")]
+    TooNew {
+        /// The document's major version.
+        major: u32,
+        /// The document's minor version.
+        minor: u32,
+        /// The minor version that added the member.
+        since: u32,
+    },
+    /// The document does not have a saved program's shape (the deserialiser's message).
+    #[error("{0}")]
+    Shape(String),
+    /// The program does not type (the type check's message).
+    #[error("{0}")]
+    Untyped(String),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -204,8 +247,8 @@ impl serde_json::ser::Formatter for Layout {
     }
 }
 
-fn at(path: &str, detail: impl Into<String>) -> SavedError {
-    SavedError { path: path.to_string(), detail: detail.into() }
+fn at(path: &str, fault: SavedFault) -> SavedError {
+    SavedError { path: path.to_string(), fault }
 }
 
 /// Loads and type-checks a saved program.
@@ -229,22 +272,19 @@ pub(crate) fn read(text: &str) -> Result<IrProgram, SavedError> {
 
 /// [`load`]'s rejection of a program that does not type.
 pub(crate) fn untyped(e: &IrError) -> SavedError {
-    at(&format!("$.program.{}", e.path), e.detail.clone())
+    at(&format!("$.program.{}", e.path), SavedFault::Untyped(e.detail.clone()))
 }
 
 /// Reads a document of any version this reader knows, naming the JSON path of what is wrong.
 fn read_carefully(text: &str) -> Result<Document, SavedError> {
     let raw: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| at("$", format!("not JSON: {e} (line {}, column {})", e.line(), e.column())))?;
-    let v = VersionOnly::deserialize(&raw).map_err(|e| at("$", e.to_string()))?;
-    let version = v.schema_version.ok_or_else(|| at("$.schema_version", "missing"))?;
+        .map_err(|e| at("$", SavedFault::NotJson { message: e.to_string(), line: e.line(), column: e.column() }))?;
+    let v = VersionOnly::deserialize(&raw).map_err(|e| at("$", SavedFault::Shape(e.to_string())))?;
+    let version = v.schema_version.ok_or_else(|| at("$.schema_version", SavedFault::NoVersion))?;
     let (major, minor): (u32, u32) =
-        serde_json::from_value(version).map_err(|e| at("$.schema_version", format!("must be [major, minor]: {e}")))?;
+        serde_json::from_value(version).map_err(|e| at("$.schema_version", SavedFault::BadVersion(e.to_string())))?;
     if major != SCHEMA_VERSION.0 {
-        return Err(at(
-            "$.schema_version",
-            format!("major version {major} is not supported (this reader knows {})", SCHEMA_VERSION.0),
-        ));
+        return Err(at("$.schema_version", SavedFault::Major { major }));
     }
     // Members added by later minors must not appear in older documents.
     if let Some(modules) = raw.pointer("/program/modules").and_then(|m| m.as_array()) {
@@ -253,7 +293,7 @@ fn read_carefully(text: &str) -> Result<Document, SavedError> {
                 if minor < since && m.get(member).is_some() {
                     return Err(at(
                         &format!("$.program.modules[{i}].{member}"),
-                        format!("unknown member in a ({major}, {minor}) document (added in ({major}, {since}))"),
+                        SavedFault::TooNew { major, minor, since },
                     ));
                 }
             }
@@ -264,7 +304,7 @@ fn read_carefully(text: &str) -> Result<Document, SavedError> {
     let doc: Document =
         serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)).map_err(|e| {
             let path = e.path().to_string();
-            at(&format!("$.{path}"), e.into_inner().to_string())
+            at(&format!("$.{path}"), SavedFault::Shape(e.into_inner().to_string()))
         })?;
     Ok(doc)
 }

@@ -6,6 +6,7 @@
 //! May not touch: the invariants (`check_case` decides each); of the stages it only empties the
 //! backends' caches of compiled blobs between cases.
 
+use super::watchdog::{InFlight, Overdue};
 use super::{CheckOptions, Failure, Invariant, Report, Timings, check_case, node_count};
 use crate::fault::Fault;
 use crate::generator::{GenConfig, Generated, generate};
@@ -318,6 +319,12 @@ struct CaseOutcome {
     failed: Option<(Vec<u8>, GenConfig, Generated)>,
 }
 
+/// [`check_one`] with the case in `in_flight` while it runs.
+fn check_entered(opts: &CampaignOptions, in_flight: &InFlight, case: u64) -> CaseOutcome {
+    let _running = in_flight.enter(case);
+    check_one(opts, case)
+}
+
 fn check_one(opts: &CampaignOptions, case: u64) -> CaseOutcome {
     let cfg = case_config(opts, case);
     let bytes = case_input(opts.seed, case);
@@ -400,6 +407,7 @@ const BLOCKS_IN_FLIGHT: usize = 2;
 fn pipeline<'s>(
     scope: &rayon::Scope<'s>,
     opts: &'s CampaignOptions,
+    in_flight: &'s InFlight,
     next_block: &mut dyn FnMut() -> Option<Vec<u64>>,
     merge: &mut dyn FnMut(CaseOutcome) -> bool,
 ) {
@@ -412,7 +420,7 @@ fn pipeline<'s>(
             let (done, index) = (done.clone(), sent);
             scope.spawn(move |_| {
                 let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    block.par_iter().map(|&case| check_one(opts, case)).collect()
+                    block.par_iter().map(|&case| check_entered(opts, in_flight, case)).collect()
                 }));
                 // After a stop or a re-raised panic the receiver is gone while the scope still
                 // waits for this block: its outcomes are not wanted then, and are dropped here.
@@ -445,6 +453,31 @@ fn pipeline<'s>(
 /// outcomes are merged on this thread in case order, so counts, features and the first failure
 /// are the same for any number of jobs.
 pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> CampaignResult {
+    run_watched(opts, on_case, None)
+}
+
+/// What to do about a case that runs too long: the limit, and what is called (once per case, on
+/// a watcher thread, while the case goes on running) when a case passes it.
+pub type Watch<'a> = (Duration, &'a (dyn Fn(&Overdue) + Sync));
+
+/// [`run_with`], with a watcher that calls `watch.1` for a case running longer than `watch.0`
+/// (the CLI reports it as hung and ends the process: a case cannot be stopped from outside).
+pub fn run_watched(
+    opts: &CampaignOptions,
+    on_case: &mut dyn FnMut(Progress),
+    watch: Option<Watch<'_>>,
+) -> CampaignResult {
+    let in_flight = InFlight::default();
+    match watch {
+        Some((limit, on_overdue)) => {
+            super::watchdog::watch(&in_flight, limit, on_overdue, || run_tracked(opts, &in_flight, on_case))
+        }
+        None => run_tracked(opts, &in_flight, on_case),
+    }
+}
+
+/// [`run_with`], each case entered in `in_flight` while it is checked.
+fn run_tracked(opts: &CampaignOptions, in_flight: &InFlight, on_case: &mut dyn FnMut(Progress)) -> CampaignResult {
     let start = Instant::now();
     let jobs = effective_jobs(opts.jobs);
     let (shard, shards) = (opts.shard.0, opts.shard.1.max(1));
@@ -503,11 +536,11 @@ pub fn run_with(opts: &CampaignOptions, on_case: &mut dyn FnMut(Progress)) -> Ca
     };
     let mut next_block = || Some(cases.by_ref().take(BLOCK).collect::<Vec<u64>>()).filter(|b| !b.is_empty());
     match &pool {
-        Some(pool) => pool.in_place_scope(|scope| pipeline(scope, opts, &mut next_block, &mut merge)),
+        Some(pool) => pool.in_place_scope(|scope| pipeline(scope, opts, in_flight, &mut next_block, &mut merge)),
         None => {
             'blocks: while let Some(block) = next_block() {
                 for case in block {
-                    if merge(check_one(opts, case)) {
+                    if merge(check_entered(opts, in_flight, case)) {
                         break 'blocks;
                     }
                 }

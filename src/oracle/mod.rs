@@ -25,6 +25,7 @@ pub mod resident;
 pub mod structure;
 pub mod values;
 pub mod versus;
+pub mod watchdog;
 
 pub use invariant::{Checked, Invariant};
 

@@ -104,11 +104,18 @@ struct Running {
     ended: Option<Option<ExitStatus>>,
 }
 
-/// Runs `program` with [`child_args`] of `opts` and `--shard K/N --jobs 1 --json` for every
+/// Runs `program` with [`child_args`] of `opts`, then `extra`, and `--shard K/N --jobs 1 --json` for every
 /// K < `processes` side by side and merges their reports. When one child ends without a report
 /// the others are stopped and that child is named.
-pub fn run(program: &Path, opts: &CampaignOptions, processes: u64) -> Result<CampaignResult, ProcessesError> {
-    run_args(program, &child_args(opts), processes)
+pub fn run(
+    program: &Path,
+    opts: &CampaignOptions,
+    extra: &[String],
+    processes: u64,
+) -> Result<CampaignResult, ProcessesError> {
+    let mut args = child_args(opts);
+    args.extend_from_slice(extra);
+    run_args(program, &args, processes)
 }
 
 /// [`run`] with the arguments before the shard given.

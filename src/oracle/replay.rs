@@ -8,7 +8,7 @@
 use super::values::{Verdict, compare};
 use crate::ir::bound::Bound;
 use crate::program::{ExecutionPlan, ScalarType};
-use crate::runtime::io::{IoError, list_from_json};
+use crate::runtime::io::{IoError, IoFault, ioerr, list_from_json};
 use crate::runtime::value::decode_f64;
 use crate::runtime::{HostValue, RuntimeError, Session};
 use serde::Serialize;
@@ -16,10 +16,6 @@ use serde_json::{Value, json};
 
 /// Ulp gap tolerated for methods whose ops may round differently from PyTorch.
 pub const INEXACT_ULPS: u64 = 4;
-
-fn ioerr(path: &str, detail: impl Into<String>) -> IoError {
-    IoError { path: path.to_string(), detail: detail.into() }
-}
 
 /// The JSON form of a tolerance (`io.json` `runs[k].tolerance[i]`).
 pub fn bound_to_json(b: &Bound) -> Value {
@@ -46,7 +42,7 @@ pub fn bound_from_json(v: &Value, path: &str) -> Result<Bound, IoError> {
             .enumerate()
             .map(|(i, x)| match x {
                 Value::String(s) if s == "inf" => Ok(f64::INFINITY),
-                _ => x.as_f64().ok_or_else(|| ioerr(&format!("{path}.abs[{i}]"), "not a bound")),
+                _ => x.as_f64().ok_or_else(|| ioerr(&format!("{path}.abs[{i}]"), IoFault::Not("a bound"))),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Bound::Abs);
@@ -55,11 +51,11 @@ pub fn bound_from_json(v: &Value, path: &str) -> Result<Bound, IoError> {
         return a
             .iter()
             .enumerate()
-            .map(|(i, x)| x.as_bool().ok_or_else(|| ioerr(&format!("{path}.may_differ[{i}]"), "not a bool")))
+            .map(|(i, x)| x.as_bool().ok_or_else(|| ioerr(&format!("{path}.may_differ[{i}]"), IoFault::Not("a bool"))))
             .collect::<Result<Vec<_>, _>>()
             .map(Bound::Flags);
     }
-    Err(ioerr(path, "a tolerance is {exact}, {abs: [..]}, {may_differ: [..]} or {any}"))
+    Err(ioerr(path, IoFault::Tolerance))
 }
 
 fn ordered_f32(x: f32) -> i64 {
@@ -145,7 +141,8 @@ struct Recorded<'v> {
 /// Runs every recorded run of every method of an io.json document in `session`.
 pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcome>, IoError> {
     let loaded = session.loaded();
-    let methods = io.get("methods").and_then(Value::as_object).ok_or_else(|| ioerr("$", "missing `methods` object"))?;
+    let methods =
+        io.get("methods").and_then(Value::as_object).ok_or_else(|| ioerr("$", IoFault::Missing("methods")))?;
     let mut out = Vec::new();
     for (name, m) in methods {
         let path = format!("$.methods.{name}");
@@ -155,21 +152,21 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
             let i = m
                 .get("inputs_that_would_be_used")
                 .and_then(Value::as_array)
-                .ok_or_else(|| ioerr(&path, "skipped method without inputs_that_would_be_used"))?;
+                .ok_or_else(|| ioerr(&path, IoFault::Skipped("inputs_that_would_be_used")))?;
             let o = m
                 .get("eager_torch_outputs")
                 .and_then(Value::as_array)
-                .ok_or_else(|| ioerr(&path, "skipped method without eager_torch_outputs"))?;
+                .ok_or_else(|| ioerr(&path, IoFault::Skipped("eager_torch_outputs")))?;
             let runs = i.iter().zip(o).map(|(inputs, outputs)| Recorded { inputs, outputs, tolerance: None }).collect();
             (runs, "eager_torch")
         } else {
-            let runs = m.get("runs").and_then(Value::as_array).ok_or_else(|| ioerr(&path, "missing `runs`"))?;
+            let runs = m.get("runs").and_then(Value::as_array).ok_or_else(|| ioerr(&path, IoFault::Missing("runs")))?;
             let mut v = Vec::new();
             for (k, r) in runs.iter().enumerate() {
                 let at = format!("{path}.runs[{k}]");
                 v.push(Recorded {
-                    inputs: r.get("inputs").ok_or_else(|| ioerr(&at, "missing inputs"))?,
-                    outputs: r.get("outputs").ok_or_else(|| ioerr(&at, "missing outputs"))?,
+                    inputs: r.get("inputs").ok_or_else(|| ioerr(&at, IoFault::Missing("inputs")))?,
+                    outputs: r.get("outputs").ok_or_else(|| ioerr(&at, IoFault::Missing("outputs")))?,
                     tolerance: r.get("tolerance"),
                 });
             }
@@ -210,7 +207,7 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
                 None => None,
                 Some(t) => Some(
                     t.as_array()
-                        .ok_or_else(|| ioerr(&format!("{at}.tolerance"), "not an array"))?
+                        .ok_or_else(|| ioerr(&format!("{at}.tolerance"), IoFault::Not("an array")))?
                         .iter()
                         .enumerate()
                         .map(|(i, b)| bound_from_json(b, &format!("{at}.tolerance[{i}]")))

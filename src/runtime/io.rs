@@ -8,18 +8,58 @@ use crate::program::{ScalarType, sha256_hex};
 use serde_json::{Value, json};
 use thiserror::Error;
 
-/// A malformed inputs or io.json document.
+/// A malformed inputs or io.json document: what is wrong, at which JSON path.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("{path}: {detail}")]
+#[error("{path}: {fault}")]
 pub struct IoError {
     /// JSON path.
     pub path: String,
     /// What is wrong.
-    pub detail: String,
+    pub fault: IoFault,
 }
 
-fn ioerr(path: &str, detail: impl Into<String>) -> IoError {
-    IoError { path: path.to_string(), detail: detail.into() }
+/// What is wrong with a value of the corpus encoding or an io.json document.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum IoFault {
+    /// A required member is absent.
+    #[error("missing `{0}`")]
+    Missing(&'static str),
+    /// A member or element is not of the kind it must be (`a size`, `a number`, …).
+    #[error("not {0}")]
+    Not(&'static str),
+    /// A scalar's `value` member is not of the kind its `kind` says.
+    #[error("`value` is not {0}")]
+    Value(&'static str),
+    /// A `kind` this encoding does not have.
+    #[error("unknown kind `{0}`")]
+    UnknownKind(String),
+    /// A dtype name this encoding does not have.
+    #[error("unsupported dtype `{0}`")]
+    UnsupportedDtype(String),
+    /// The shape's element count overflows.
+    #[error("shape overflows")]
+    ShapeOverflows,
+    /// The values do not fill the shape.
+    #[error("{values} values for shape {shape:?}")]
+    ValueCount {
+        /// Values given.
+        values: usize,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// The values do not fit the dtype's bytes.
+    #[error("cannot encode")]
+    CannotEncode,
+    /// A tolerance of another form than the four an io.json may hold.
+    #[error("a tolerance is {{exact}}, {{abs: [..]}}, {{may_differ: [..]}} or {{any}}")]
+    Tolerance,
+    /// A skipped method lacks what a skip records (`inputs_that_would_be_used`, `eager_torch_outputs`).
+    #[error("skipped method without {0}")]
+    Skipped(&'static str),
+}
+
+pub(crate) fn ioerr(path: &str, fault: IoFault) -> IoError {
+    IoError { path: path.to_string(), fault }
 }
 
 /// The corpus name of a dtype (`float32`, `int64`, …).
@@ -91,34 +131,42 @@ pub fn to_json(v: &HostValue) -> Value {
 
 /// Decodes a value from the corpus encoding.
 pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
-    let kind = v.get("kind").and_then(Value::as_str).ok_or_else(|| ioerr(path, "missing `kind`"))?;
+    let kind = v.get("kind").and_then(Value::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("kind")))?;
     match kind {
         "tensor" => {
-            let dname = v.get("dtype").and_then(Value::as_str).ok_or_else(|| ioerr(path, "missing `dtype`"))?;
+            let dname = v.get("dtype").and_then(Value::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("dtype")))?;
             let dtype = dtype_from_name(dname)
-                .ok_or_else(|| ioerr(&format!("{path}.dtype"), format!("unsupported dtype `{dname}`")))?;
+                .ok_or_else(|| ioerr(&format!("{path}.dtype"), IoFault::UnsupportedDtype(dname.to_string())))?;
             let shape: Vec<usize> = v
                 .get("shape")
                 .and_then(Value::as_array)
-                .ok_or_else(|| ioerr(path, "missing `shape`"))?
+                .ok_or_else(|| ioerr(path, IoFault::Missing("shape")))?
                 .iter()
                 .enumerate()
                 .map(|(i, d)| {
-                    d.as_u64().map(|d| d as usize).ok_or_else(|| ioerr(&format!("{path}.shape[{i}]"), "not a size"))
+                    d.as_u64()
+                        .map(|d| d as usize)
+                        .ok_or_else(|| ioerr(&format!("{path}.shape[{i}]"), IoFault::Not("a size")))
                 })
                 .collect::<Result<_, _>>()?;
-            let values = v.get("values").and_then(Value::as_array).ok_or_else(|| ioerr(path, "missing `values`"))?;
-            let numel = checked_numel(&shape).ok_or_else(|| ioerr(path, "shape overflows"))?;
+            let values =
+                v.get("values").and_then(Value::as_array).ok_or_else(|| ioerr(path, IoFault::Missing("values")))?;
+            let numel = checked_numel(&shape).ok_or_else(|| ioerr(path, IoFault::ShapeOverflows))?;
             if values.len() != numel {
-                return Err(ioerr(&format!("{path}.values"), format!("{} values for shape {shape:?}", values.len())));
+                return Err(ioerr(
+                    &format!("{path}.values"),
+                    IoFault::ValueCount { values: values.len(), shape: shape.clone() },
+                ));
             }
             let data = if is_float(dtype) {
                 let f: Vec<f64> = values
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| float_from(x).ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), "not a number")))
+                    .map(|(i, x)| {
+                        float_from(x).ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), IoFault::Not("a number")))
+                    })
                     .collect::<Result<_, _>>()?;
-                encode_f64(dtype, &f).map_err(|_| ioerr(path, "cannot encode"))?
+                encode_f64(dtype, &f).map_err(|_| ioerr(path, IoFault::CannotEncode))?
             } else {
                 let iv: Vec<i64> = values
                     .iter()
@@ -126,10 +174,10 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
                     .map(|(i, x)| {
                         x.as_i64()
                             .or_else(|| x.as_bool().map(i64::from))
-                            .ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), "not an integer or bool"))
+                            .ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), IoFault::Not("an integer or bool")))
                     })
                     .collect::<Result<_, _>>()?;
-                encode_i64(dtype, &iv).map_err(|_| ioerr(path, "cannot encode"))?
+                encode_i64(dtype, &iv).map_err(|_| ioerr(path, IoFault::CannotEncode))?
             };
             Ok(HostValue::Tensor(HostTensor { dtype, sizes: shape, data }))
         }
@@ -137,28 +185,83 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
             .get("value")
             .and_then(Value::as_i64)
             .map(HostValue::Int)
-            .ok_or_else(|| ioerr(path, "`value` is not an integer")),
+            .ok_or_else(|| ioerr(path, IoFault::Value("an integer"))),
         "bool" => v
             .get("value")
             .and_then(Value::as_bool)
             .map(HostValue::Bool)
-            .ok_or_else(|| ioerr(path, "`value` is not a bool")),
+            .ok_or_else(|| ioerr(path, IoFault::Value("a bool"))),
         "float" => v
             .get("value")
             .and_then(float_from)
             .map(HostValue::Double)
-            .ok_or_else(|| ioerr(path, "`value` is not a number")),
+            .ok_or_else(|| ioerr(path, IoFault::Value("a number"))),
         "none" => Ok(HostValue::None),
-        other => Err(ioerr(path, format!("unknown kind `{other}`"))),
+        other => Err(ioerr(path, IoFault::UnknownKind(other.to_string()))),
     }
 }
 
 /// Decodes a list of values.
 pub fn list_from_json(v: &Value, path: &str) -> Result<Vec<HostValue>, IoError> {
     v.as_array()
-        .ok_or_else(|| ioerr(path, "not an array"))?
+        .ok_or_else(|| ioerr(path, IoFault::Not("an array")))?
         .iter()
         .enumerate()
         .map(|(i, x)| from_json(x, &format!("{path}[{i}]")))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(v: Value) -> IoError {
+        from_json(&v, "$.x").expect_err("refused")
+    }
+
+    #[test]
+    fn a_malformed_value_is_refused_with_its_kind_of_fault_at_its_path() {
+        let tensor = |values: Value| json!({"kind": "tensor", "dtype": "float32", "shape": [2], "values": values});
+        let cases = [
+            (json!({"value": 1}), "$.x", IoFault::Missing("kind")),
+            (json!({"kind": "complex"}), "$.x", IoFault::UnknownKind("complex".into())),
+            (json!({"kind": "int", "value": 1.5}), "$.x", IoFault::Value("an integer")),
+            (json!({"kind": "bool", "value": 1}), "$.x", IoFault::Value("a bool")),
+            (json!({"kind": "float", "value": "many"}), "$.x", IoFault::Value("a number")),
+            (
+                json!({"kind": "tensor", "dtype": "qint8", "shape": [], "values": []}),
+                "$.x.dtype",
+                IoFault::UnsupportedDtype("qint8".into()),
+            ),
+            (
+                json!({"kind": "tensor", "dtype": "int32", "shape": [1, -1], "values": []}),
+                "$.x.shape[1]",
+                IoFault::Not("a size"),
+            ),
+            (json!({"kind": "tensor", "dtype": "int32", "shape": [1]}), "$.x", IoFault::Missing("values")),
+            (tensor(json!([1.0])), "$.x.values", IoFault::ValueCount { values: 1, shape: vec![2] }),
+            (tensor(json!([1.0, "one"])), "$.x.values[1]", IoFault::Not("a number")),
+            (
+                json!({"kind": "tensor", "dtype": "int64", "shape": [2], "values": [1, 2.5]}),
+                "$.x.values[1]",
+                IoFault::Not("an integer or bool"),
+            ),
+            (
+                json!({"kind": "tensor", "dtype": "int32", "shape": [u64::MAX, 4], "values": []}),
+                "$.x",
+                IoFault::ShapeOverflows,
+            ),
+        ];
+        for (v, path, want) in cases {
+            let e = fault(v.clone());
+            assert_eq!((e.path.as_str(), &e.fault), (path, &want), "{v}");
+        }
+        // The message names the path and the fault as before the faults had kinds.
+        assert_eq!(fault(tensor(json!([1.0]))).to_string(), "$.x.values: 1 values for shape [2]");
+        let list = list_from_json(&json!({"kind": "none"}), "$.inputs").expect_err("not a list");
+        assert_eq!((list.path.as_str(), list.fault), ("$.inputs", IoFault::Not("an array")));
+        // Well-formed values still decode.
+        assert_eq!(from_json(&json!({"kind": "int", "value": 3}), "$").expect("an int"), HostValue::Int(3));
+        assert!(from_json(&tensor(json!([1.0, "NaN"])), "$").is_ok());
+    }
 }
