@@ -784,13 +784,16 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         return differential(&a, cmd, opts, &bar);
     }
     let hung = |o: &ptecheck::oracle::watchdog::Overdue| {
-        eprintln!(
-            "ptecheck: case {} has run for {:.1} s, past --case-timeout {} s: hung (this process ends; no report)\nreplay: {}",
-            o.case,
-            o.running.as_secs_f64(),
-            a.case_timeout.as_secs_f64(),
-            ptecheck::oracle::campaign::replay_command(&opts, o.case)
-        );
+        // Written with the progress bar cleared, so the lines are not drawn over.
+        bar.suspend(|| {
+            eprintln!(
+                "ptecheck: case {} has run for {:.1} s, past --case-timeout {} s: hung (this process ends; no report)\nreplay: {}",
+                o.case,
+                o.running.as_secs_f64(),
+                a.case_timeout.as_secs_f64(),
+                ptecheck::oracle::campaign::replay_command(&opts, o.case)
+            )
+        });
         std::process::exit(i32::from(Exit::Hung.number()));
     };
     let r = run_watched(

@@ -137,12 +137,30 @@ fn a_request_longer_than_the_protocol_allows_is_not_sent_and_the_runner_goes_on(
     let mut long = request(&mut r, "cpu_add_mul");
     long.pte = PathBuf::from("p".repeat(MAX_LINE + 1));
     let last = request(&mut r, "cpu_add_mul");
-    let out = r.run(&[first, long, last]);
+    let out = r.run(&[first, long.clone(), last]);
     assert_eq!(out.iter().map(Outcome::class).collect::<Vec<_>>(), ["ok", "too_long", "ok"], "{:?}", out[1]);
     assert!(matches!(out[1], Outcome::TooLong { bytes } if bytes > MAX_LINE), "{:?}", out[1]);
     // Sent, it would have drawn an id-less refusal (garbage) and a restart.
     assert_eq!(r.stats().starts, 1);
     assert!(r.stats().ended.is_empty(), "{:?}", r.stats());
+    // First and last, one request in flight at a time.
+    let mut cfg = runner("");
+    cfg.window = 1;
+    let mut r = Runner::start(cfg).expect("starts");
+    let reqs: Vec<Request> = (0..3).map(|_| request(&mut r, "cpu_add_mul")).collect();
+    let [mut a, b, mut c] = <[Request; 3]>::try_from(reqs).expect("three");
+    (a.pte, c.pte) = (long.pte.clone(), long.pte.clone());
+    let out = r.run(&[a, b, c]);
+    assert_eq!(out.iter().map(Outcome::class).collect::<Vec<_>>(), ["too_long", "ok", "too_long"]);
+    assert_eq!(r.stats().starts, 1);
+    // After a request that ends the runner, no runner is started for one that is not sent.
+    let mut r = Runner::start(runner("--chaos crash-on:1")).expect("starts");
+    let crash = request(&mut r, "cpu_add_mul");
+    let mut too_long = request(&mut r, "cpu_add_mul");
+    too_long.pte = long.pte.clone();
+    let out = r.run(&[crash, too_long]);
+    assert_eq!(out.iter().map(Outcome::class).collect::<Vec<_>>(), ["signalled", "too_long"]);
+    assert_eq!(r.stats().starts, 1, "{:?}", r.stats());
 }
 
 #[test]

@@ -217,7 +217,24 @@ pub fn run_input(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions) -> (Genera
 
 /// Shrinks `bytes` while the program keeps failing `invariant`.
 pub fn shrink(cfg: &GenConfig, bytes: &[u8], check: &CheckOptions, invariant: &str, budget: usize) -> Vec<u8> {
-    let fails = |b: &[u8]| run_input(cfg, b, check).1.failures.iter().any(|f| f.invariant == invariant);
+    shrink_entered(&InFlight::default(), 0, cfg, bytes, check, invariant, budget)
+}
+
+/// [`shrink`] of case `case`, each attempt in `in_flight` while it runs (so a watcher sees an
+/// attempt that hangs, not the whole shrink as one long case).
+fn shrink_entered(
+    in_flight: &InFlight,
+    case: u64,
+    cfg: &GenConfig,
+    bytes: &[u8],
+    check: &CheckOptions,
+    invariant: &str,
+    budget: usize,
+) -> Vec<u8> {
+    let fails = |b: &[u8]| {
+        let _running = in_flight.enter(case);
+        run_input(cfg, b, check).1.failures.iter().any(|f| f.invariant == invariant)
+    };
     shrink_bytes(bytes, budget, fails).0
 }
 
@@ -551,8 +568,15 @@ fn run_tracked(opts: &CampaignOptions, in_flight: &InFlight, on_case: &mut dyn F
     let failure = first.as_ref().map(|(case, bytes, cfg, report, g)| {
         let check = check_options(opts, *case);
         let inv = report.failures[0].invariant.clone();
-        let shrunk = if opts.shrink { shrink(cfg, bytes, &check, &inv, opts.shrink_budget) } else { bytes.clone() };
-        let (sg, sr) = run_input(cfg, &shrunk, &check);
+        let shrunk = if opts.shrink {
+            shrink_entered(in_flight, *case, cfg, bytes, &check, &inv, opts.shrink_budget)
+        } else {
+            bytes.clone()
+        };
+        let (sg, sr) = {
+            let _running = in_flight.enter(*case);
+            run_input(cfg, &shrunk, &check)
+        };
         Reproduction {
             invariant: inv.clone(),
             seed: opts.seed,

@@ -97,7 +97,7 @@ pub struct RunnerFailure {
     pub method: String,
     /// Which emission.
     pub shared: bool,
-    /// `crash`, `hang`, `garbage` or `no_runner`.
+    /// `crash`, `hang`, `garbage`, `no_runner` or `too_long` (not sent).
     pub outcome: String,
     /// Signal or exit status and the last line of the runner's stderr.
     pub detail: String,
@@ -130,7 +130,8 @@ pub struct DiffReport {
     pub hangs: u64,
     /// Requests answered with garbage.
     pub garbage: u64,
-    /// Requests not sent: their line is longer than the protocol's [`MAX_LINE`].
+    /// Requests not sent, corruptions included: their line is longer than the protocol's
+    /// [`MAX_LINE`].
     pub unsent: u64,
     /// Runner processes started.
     pub runner_starts: u64,
@@ -407,6 +408,11 @@ fn negative_case(
         let _ = std::fs::remove_file(path);
     }
     for ((c, _, _, bytes, ours), o) in files.iter().zip(&outs) {
+        if let Outcome::TooLong { .. } = o {
+            // Not sent: the runner said nothing of it.
+            report.unsent += 1;
+            continue;
+        }
         report.corruptions_sent += 1;
         let class = c.class.name().to_string();
         let Some(kind) = negative_outcome(o, *ours) else {

@@ -54,6 +54,16 @@ impl InFlight {
             .min_by_key(|(case, at)| (**at, **case))
             .map(|(&case, at)| Overdue { case, running: at.elapsed() })
     }
+
+    /// Every case that has run longer than `limit`, by case index.
+    pub fn overdue(&self, limit: Duration) -> Vec<Overdue> {
+        let started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        started
+            .iter()
+            .map(|(&case, at)| Overdue { case, running: at.elapsed() })
+            .filter(|o| o.running > limit)
+            .collect()
+    }
 }
 
 /// Runs `body` while a watcher thread looks at `table` (at least every `limit / 4`, at most
@@ -71,10 +81,11 @@ pub fn watch<R>(
         scope.spawn(move || {
             let mut reported = std::collections::BTreeSet::new();
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-                if let Some(o) = table.longest().filter(|o| o.running > limit)
-                    && reported.insert(o.case)
-                {
-                    on_overdue(&o);
+                // Collected first: the table is not locked while `on_overdue` runs.
+                for o in table.overdue(limit) {
+                    if reported.insert(o.case) {
+                        on_overdue(&o);
+                    }
                 }
             }
         });
@@ -90,7 +101,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_case_past_the_limit_is_reported_once_and_quick_ones_never() {
+    fn every_case_past_the_limit_is_reported_once_and_quick_ones_never() {
         let table = InFlight::default();
         let seen = Mutex::new(Vec::new());
         let record = |o: &Overdue| seen.lock().expect("lock").push(o.clone());
@@ -100,12 +111,14 @@ mod tests {
                 let _quick = table.enter(case);
             }
             let _slow = table.enter(7_000);
+            let _slower = table.enter(8_000);
             std::thread::sleep(limit * 6);
             "done"
         });
         assert_eq!(out, "done");
         let seen = seen.into_inner().expect("lock");
-        assert_eq!(seen.iter().map(|o| o.case).collect::<Vec<_>>(), [7_000], "{seen:?}");
+        // Both slow cases, each once, though neither ended before the watch did.
+        assert_eq!(seen.iter().map(|o| o.case).collect::<Vec<_>>(), [7_000, 8_000], "{seen:?}");
         assert!(seen[0].running > limit, "{seen:?}");
         // The entries of finished cases are gone.
         assert_eq!(table.longest(), None);

@@ -363,11 +363,13 @@ impl Runner {
     /// Runs `requests` in order (pipelined) and returns one outcome per request.
     pub fn run(&mut self, requests: &[Request]) -> Vec<Outcome> {
         let n = requests.len();
-        let mut out: Vec<Option<Outcome>> = vec![None; n];
+        // Each line is made once; one too long to send is answered now, without a runner (none
+        // is started or restarted for it), and its place in the window is skipped when writing.
+        let lines: Vec<String> = requests.iter().map(Request::to_line).collect();
+        let mut out: Vec<Option<Outcome>> =
+            lines.iter().map(|l| (l.len() > MAX_LINE).then_some(Outcome::TooLong { bytes: l.len() })).collect();
         let (mut sent, mut done) = (0usize, 0usize);
         while done < n {
-            // A request too long to send is answered here, without a runner; the lines after
-            // it are sent as usual (its place in the window is skipped when writing).
             if out[done].is_some() {
                 done += 1;
                 self.stats.requests += 1;
@@ -382,21 +384,18 @@ impl Runner {
             let Some(p) = self.proc.as_mut() else { break };
             sent = sent.max(done);
             while sent < n && sent < done + self.cfg.window.max(1) {
-                let mut line = requests[sent].to_line();
-                if line.len() > MAX_LINE {
-                    out[sent] = Some(Outcome::TooLong { bytes: line.len() });
+                if out[sent].is_some() {
                     sent += 1;
                     continue;
                 }
+                let mut line = String::with_capacity(lines[sent].len() + 1);
+                line.push_str(&lines[sent]);
                 line.push('\n');
                 if p.stdin.send(line).is_err() {
                     // The writer stopped: the process is gone; its end is read below.
                     break;
                 }
                 sent += 1;
-            }
-            if out[done].is_some() {
-                continue;
             }
             let expected = requests[done].id;
             let outcome = match p.lines.recv_timeout(self.cfg.request_timeout) {
