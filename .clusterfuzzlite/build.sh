@@ -9,7 +9,7 @@ OUT="${OUT:-$here/fuzz/out}"
 SANITIZER="${SANITIZER:-none}"
 mkdir -p "$OUT"
 cd "$here"
-targets=(load_pte structured saved_json mutate_real load_xnnpack load_ptd)
+targets=(load_pte structured saved_json mutate_real load_xnnpack load_ptd runner_lines)
 # Every target in fuzz/fuzz_targets/ must be listed above, so none is silently left unfuzzed.
 for f in fuzz/fuzz_targets/*.rs; do
   name="$(basename "$f" .rs)"
@@ -41,7 +41,10 @@ bin_dirs=(fuzz/target/*/release)
 bin_dir="${bin_dirs[0]}"
 for target in "${targets[@]}"; do
   cp "$bin_dir/$target" "$OUT/$target"
-  cp fuzz/pte.dict "$OUT/$target.dict"
+  # A target's own dictionary when it has one (runner_lines: JSON tokens), else the .pte one.
+  dict="fuzz/$target.dict"
+  [ -f "$dict" ] || dict=fuzz/pte.dict
+  cp "$dict" "$OUT/$target.dict"
   # Seed corpus: every committed input of the target (seeds, edge cases, regressions, crashes).
   python3 - "$here/corpus/$target" "$OUT/${target}_seed_corpus.zip" <<'PY'
 import os, sys, zipfile

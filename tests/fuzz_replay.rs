@@ -76,6 +76,13 @@ fn replay(target: &str, data: &[u8]) -> Outcome {
             let _ = ALLOC.set_limit(usize::MAX);
             outcome
         }
+        // A line read as JSON holds its parsed document beside it: the target's guard is wider.
+        "runner_lines" => {
+            let _ = ALLOC.set_limit(ALLOC.allocated() + 32 * data.len() + (1 << 20));
+            let outcome = fuzz::runner_lines(data);
+            let _ = ALLOC.set_limit(usize::MAX);
+            outcome
+        }
         other => panic!("unknown target {other}"),
     }
 }
@@ -83,7 +90,7 @@ fn replay(target: &str, data: &[u8]) -> Outcome {
 #[test]
 fn every_committed_fuzz_input_replays_to_its_recorded_outcome_under_the_allocation_guard() {
     let write = std::env::var("PTECHECK_WRITE_CORPUS").is_ok();
-    for target in ["load_pte", "structured", "saved_json", "mutate_real", "load_xnnpack", "load_ptd"] {
+    for target in ["load_pte", "structured", "saved_json", "mutate_real", "load_xnnpack", "load_ptd", "runner_lines"] {
         let dir = corpus().join(target);
         let inputs: Vec<PathBuf> = files(&dir).into_iter().filter(|p| !p.ends_with("outcomes.txt")).collect();
         assert!(!inputs.is_empty(), "corpus/{target} has no inputs");

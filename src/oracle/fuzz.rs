@@ -120,6 +120,44 @@ pub fn load_ptd(data: &[u8]) -> Outcome {
     Outcome::Ran
 }
 
+/// `runner_lines`: raw bytes as what a runner writes on stdout and the harness writes on its
+/// stdin, line by line (each at most 64 KiB here, as the protocol bounds each at 64 MiB): every
+/// line goes to the harness's reply and hello readers and to the server's request reader. Each
+/// refuses with a typed error or parses; what parses, written again and read back, is what was
+/// read (the writers and the readers agree). `Ran` when some line parsed.
+pub fn runner_lines(data: &[u8]) -> Outcome {
+    use crate::runner::{Reply, Request, protocol};
+    const MOST_PER_LINE: usize = 64 << 10;
+    let mut parsed = false;
+    let mut reader = std::io::BufReader::new(data);
+    let mut buf = Vec::new();
+    while let Ok(Some(too_long)) = protocol::read_line_bounded(&mut reader, MOST_PER_LINE, &mut buf) {
+        let Ok(line) = std::str::from_utf8(&buf) else { continue };
+        if too_long {
+            continue;
+        }
+        // Read back, a value equals what was written (compared as printed, so NaN equals NaN).
+        if let Ok((id, reply)) = Reply::parse(line) {
+            let again = reply.to_line(Some(id));
+            let Ok(back) = Reply::parse(&again) else { panic!("a reply written again does not parse: {again}") };
+            assert_eq!(format!("{back:?}"), format!("{:?}", (id, reply)), "a reply written again reads back otherwise");
+            parsed = true;
+        }
+        if let Ok(hello) = protocol::parse_hello(line) {
+            let again = protocol::hello_line(&hello);
+            assert_eq!(protocol::parse_hello(&again).ok(), Some(hello), "a hello written again reads back otherwise");
+            parsed = true;
+        }
+        if let Ok(request) = Request::parse(line) {
+            let again = request.to_line();
+            let Ok(back) = Request::parse(&again) else { panic!("a request written again does not parse: {again}") };
+            assert_eq!(format!("{back:?}"), format!("{request:?}"), "a request written again reads back otherwise");
+            parsed = true;
+        }
+    }
+    if parsed { Outcome::Ran } else { Outcome::Rejected("Garbage") }
+}
+
 /// Named data offered to `load_xnnpack` inputs: every named key of the XNNPACK corpus files,
 /// so their blobs (the seeds) resolve their weights.
 fn xnnpack_named_data() -> &'static [(String, Vec<u8>)] {

@@ -50,6 +50,14 @@ pub enum IoFault {
     /// The values do not fit the dtype's bytes.
     #[error("cannot encode")]
     CannotEncode,
+    /// An integer element outside what its dtype holds (it is refused, not wrapped).
+    #[error("{value} is not a value of {dtype}")]
+    OutOfRange {
+        /// The element.
+        value: i64,
+        /// The tensor's dtype name.
+        dtype: &'static str,
+    },
     /// A tolerance of another form than the four an io.json may hold.
     #[error("a tolerance is {{exact}}, {{abs: [..]}}, {{may_differ: [..]}} or {{any}}")]
     Tolerance,
@@ -129,6 +137,18 @@ pub fn to_json(v: &HostValue) -> Value {
     }
 }
 
+/// The values an integer or bool dtype holds (`None`: every i64).
+fn integer_range(dtype: ScalarType) -> Option<std::ops::RangeInclusive<i64>> {
+    Some(match dtype {
+        ScalarType::BOOL => 0..=1,
+        ScalarType::BYTE => 0..=i64::from(u8::MAX),
+        ScalarType::CHAR => i64::from(i8::MIN)..=i64::from(i8::MAX),
+        ScalarType::SHORT => i64::from(i16::MIN)..=i64::from(i16::MAX),
+        ScalarType::INT => i64::from(i32::MIN)..=i64::from(i32::MAX),
+        _ => return None,
+    })
+}
+
 /// Decodes a value from the corpus encoding.
 pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
     let kind = v.get("kind").and_then(Value::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("kind")))?;
@@ -172,9 +192,18 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
                     .iter()
                     .enumerate()
                     .map(|(i, x)| {
-                        x.as_i64()
+                        let at = || format!("{path}.values[{i}]");
+                        let v = x
+                            .as_i64()
                             .or_else(|| x.as_bool().map(i64::from))
-                            .ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), IoFault::Not("an integer or bool")))
+                            .ok_or_else(|| ioerr(&at(), IoFault::Not("an integer or bool")))?;
+                        // Kept as given, never wrapped or narrowed into the dtype's bytes.
+                        match integer_range(dtype) {
+                            Some(range) if !range.contains(&v) => {
+                                Err(ioerr(&at(), IoFault::OutOfRange { value: v, dtype: dtype_name(dtype) }))
+                            }
+                            _ => Ok(v),
+                        }
                     })
                     .collect::<Result<_, _>>()?;
                 encode_i64(dtype, &iv).map_err(|_| ioerr(path, IoFault::CannotEncode))?
@@ -247,6 +276,21 @@ mod tests {
                 IoFault::Not("an integer or bool"),
             ),
             (
+                json!({"kind": "tensor", "dtype": "int8", "shape": [2], "values": [-128, 300]}),
+                "$.x.values[1]",
+                IoFault::OutOfRange { value: 300, dtype: "int8" },
+            ),
+            (
+                json!({"kind": "tensor", "dtype": "uint8", "shape": [1], "values": [-1]}),
+                "$.x.values[0]",
+                IoFault::OutOfRange { value: -1, dtype: "uint8" },
+            ),
+            (
+                json!({"kind": "tensor", "dtype": "bool", "shape": [2], "values": [true, 2]}),
+                "$.x.values[1]",
+                IoFault::OutOfRange { value: 2, dtype: "bool" },
+            ),
+            (
                 json!({"kind": "tensor", "dtype": "int32", "shape": [u64::MAX, 4], "values": []}),
                 "$.x",
                 IoFault::ShapeOverflows,
@@ -263,5 +307,9 @@ mod tests {
         // Well-formed values still decode.
         assert_eq!(from_json(&json!({"kind": "int", "value": 3}), "$").expect("an int"), HostValue::Int(3));
         assert!(from_json(&tensor(json!([1.0, "NaN"])), "$").is_ok());
+        let edges = json!({"kind": "tensor", "dtype": "int32", "shape": [2], "values": [i32::MIN, i32::MAX]});
+        assert!(from_json(&edges, "$").is_ok());
+        let bools = json!({"kind": "tensor", "dtype": "bool", "shape": [3], "values": [true, 0, 1]});
+        assert!(from_json(&bools, "$").is_ok());
     }
 }
