@@ -1,6 +1,6 @@
 //! Replays every committed fuzz input (`corpus/<target>/**`) through the same library function
 //! the fuzz target calls, under the same allocation guard (no growth beyond 4 times the loaded
-//! file plus 1 MiB), and asserts each input's recorded outcome class
+//! file plus 1 MiB; 64 times for `runner_lines`, whose lines are read as JSON), and asserts each input's recorded outcome class
 //! (`corpus/<target>/outcomes.txt`: rejected at load with its error kind, refused at init,
 //! failed at execute, ran).
 //!
@@ -78,7 +78,7 @@ fn replay(target: &str, data: &[u8]) -> Outcome {
         }
         // A line read as JSON holds its parsed document beside it: the target's guard is wider.
         "runner_lines" => {
-            let _ = ALLOC.set_limit(ALLOC.allocated() + 32 * data.len() + (1 << 20));
+            let _ = ALLOC.set_limit(ALLOC.allocated() + 64 * data.len() + (1 << 20));
             let outcome = fuzz::runner_lines(data);
             let _ = ALLOC.set_limit(usize::MAX);
             outcome

@@ -90,7 +90,10 @@ impl Request {
         let method = v.get("method").and_then(Value::as_str).ok_or_else(|| bad(RequestFault::Missing("method")))?;
         let inputs = list_from_json(v.get("inputs").unwrap_or(&Value::Null), "$.inputs")
             .map_err(|e| bad(RequestFault::Inputs(e)))?;
-        let ptd = v.get("ptd").and_then(Value::as_str).map(PathBuf::from);
+        let ptd = match v.get("ptd") {
+            None | Some(Value::Null) => None,
+            Some(p) => Some(PathBuf::from(p.as_str().ok_or_else(|| bad(RequestFault::NotAString("ptd")))?)),
+        };
         Ok(Request { id, pte: PathBuf::from(pte), method: method.to_string(), inputs, ptd })
     }
 }
@@ -120,6 +123,9 @@ pub enum RequestFault {
     /// A required member is absent.
     #[error("missing `{0}`")]
     Missing(&'static str),
+    /// A member that must be a string is something else.
+    #[error("`{0}` is not a string")]
+    NotAString(&'static str),
     /// The inputs do not decode.
     #[error("{0}")]
     Inputs(crate::runtime::io::IoError),
@@ -179,7 +185,15 @@ impl Reply {
             .cloned()
             .ok_or_else(|| Garbage("`error` without `stage`".into()))
             .and_then(|s| serde_json::from_value(s).map_err(|e| Garbage(format!("`stage`: {e}"))))?;
-        let code = v.get("code").and_then(Value::as_u64).and_then(|c| u32::try_from(c).ok());
+        // Absent or null: no code; anything else must be a u32 (never dropped silently).
+        let code = match v.get("code") {
+            None | Some(Value::Null) => None,
+            Some(c) => Some(
+                c.as_u64()
+                    .and_then(|c| u32::try_from(c).ok())
+                    .ok_or_else(|| Garbage(format!("`code` {c} is not an error code (a u32)")))?,
+            ),
+        };
         Ok((id, Reply::Error { message: message.to_string(), stage, code }))
     }
 }

@@ -106,13 +106,15 @@ fn float_json(x: f64) -> Value {
     if x.is_finite() { json!(x) } else { json!(x.to_string()) }
 }
 
-/// A float from the corpus encoding (a number, or a string such as `"NaN"` or `"-inf"`).
+/// A float from the corpus encoding (a number, or a string such as `"NaN"` or `"-inf"`). Every
+/// NaN reads as the one NaN the writer writes (`"-NaN"` too), so a value reads back as read.
 fn float_from(v: &Value) -> Option<f64> {
-    match v {
+    let x = match v {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => s.parse::<f64>().ok(),
         _ => None,
-    }
+    }?;
+    Some(if x.is_nan() { f64::NAN } else { x })
 }
 
 /// Encodes a value in the corpus encoding.
