@@ -293,42 +293,18 @@ fn more_jobs_than_a_campaign_may_ask_for_are_refused_by_name() {
 #[test]
 fn a_case_that_runs_past_the_case_timeout_is_reported_hung_with_its_replay_command() {
     // Every no-swarm case with every corruption sent end to end runs for milliseconds.
-    let out = bin()
-        .args([
-            "campaign",
-            "--cases",
-            "40",
-            "--seed",
-            "5",
-            "--no-swarm",
-            "--negative-end-to-end",
-            "--jobs",
-            "1",
-            "--case-timeout",
-            "0.001",
-        ])
-        .output()
-        .expect("runs");
+    let hung = |workers: &[&str]| {
+        let slow = ["campaign", "--cases", "40", "--seed", "5", "--no-swarm", "--negative-end-to-end"];
+        bin().args(slow).args(workers).args(["--case-timeout", "0.001"]).output().expect("runs")
+    };
+    let out = hung(&["--jobs", "1"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("past --case-timeout 0.001 s: hung"), "{stderr}");
     assert!(stderr.contains("replay: ptecheck campaign --seed 5 --case ") && stderr.contains("--no-swarm"), "{stderr}");
     assert!(out.stdout.is_empty(), "no report: {}", String::from_utf8_lossy(&out.stdout));
     // Run as shard processes, the hung shard is named with its exit status and its words.
-    let out = bin()
-        .args([
-            "campaign",
-            "--cases",
-            "40",
-            "--no-swarm",
-            "--negative-end-to-end",
-            "--processes",
-            "2",
-            "--case-timeout",
-            "0.001",
-        ])
-        .output()
-        .expect("runs");
+    let out = hung(&["--processes", "2"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("exit status: 4") && stderr.contains("hung"), "{stderr}");

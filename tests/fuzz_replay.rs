@@ -38,12 +38,17 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Runs `load` under the guard sized from `file`.
-fn guarded(file: &[u8]) -> Outcome {
-    let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * file.len() + (1 << 20));
-    let outcome = fuzz::load_pte(file);
+/// Runs `entry` on `data` under the guard: no growth beyond `factor` times the input plus 1 MiB.
+fn under_guard(factor: usize, data: &[u8], entry: fn(&[u8]) -> Outcome) -> Outcome {
+    let _ = ALLOC.set_limit(ALLOC.allocated() + factor * data.len() + (1 << 20));
+    let outcome = entry(data);
     let _ = ALLOC.set_limit(usize::MAX);
     outcome
+}
+
+/// `load_pte` of `file` under the guard sized from it.
+fn guarded(file: &[u8]) -> Outcome {
+    under_guard(4, file, fuzz::load_pte)
 }
 
 /// One fuzz target's entry: the unguarded preparation half, then the guarded load.
@@ -52,12 +57,7 @@ fn replay(target: &str, data: &[u8]) -> Outcome {
         "load_pte" => guarded(data),
         // Generation and the invariant check run outside the guard, as in the fuzz target.
         "structured" => guarded(&fuzz::structured_file(data)),
-        "saved_json" => {
-            let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * data.len() + (1 << 20));
-            let outcome = fuzz::saved_json(data);
-            let _ = ALLOC.set_limit(usize::MAX);
-            outcome
-        }
+        "saved_json" => under_guard(4, data, fuzz::saved_json),
         "mutate_real" => match fuzz::mutate_real_file(data) {
             Some(file) => guarded(&file),
             None => Outcome::NotAProgram,
@@ -65,24 +65,11 @@ fn replay(target: &str, data: &[u8]) -> Outcome {
         "load_xnnpack" => {
             // The shared named data is built once, outside the guard (as in the fuzz target).
             fuzz::load_xnnpack(&[]);
-            let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * data.len() + (1 << 20));
-            let outcome = fuzz::load_xnnpack(data);
-            let _ = ALLOC.set_limit(usize::MAX);
-            outcome
+            under_guard(4, data, fuzz::load_xnnpack)
         }
-        "load_ptd" => {
-            let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * data.len() + (1 << 20));
-            let outcome = fuzz::load_ptd(data);
-            let _ = ALLOC.set_limit(usize::MAX);
-            outcome
-        }
+        "load_ptd" => under_guard(4, data, fuzz::load_ptd),
         // A line read as JSON holds its parsed document beside it: the target's guard is wider.
-        "runner_lines" => {
-            let _ = ALLOC.set_limit(ALLOC.allocated() + 64 * data.len() + (1 << 20));
-            let outcome = fuzz::runner_lines(data);
-            let _ = ALLOC.set_limit(usize::MAX);
-            outcome
-        }
+        "runner_lines" => under_guard(64, data, fuzz::runner_lines),
         other => panic!("unknown target {other}"),
     }
 }

@@ -46,15 +46,6 @@ impl InFlight {
         Entered { table: self, case }
     }
 
-    /// The case that has run longest, if any is running, and for how long.
-    pub fn longest(&self) -> Option<Overdue> {
-        let started = self.started.lock().unwrap_or_else(|p| p.into_inner());
-        started
-            .iter()
-            .min_by_key(|(case, at)| (**at, **case))
-            .map(|(&case, at)| Overdue { case, running: at.elapsed() })
-    }
-
     /// Every case that has run longer than `limit`, by case index.
     pub fn overdue(&self, limit: Duration) -> Vec<Overdue> {
         let started = self.started.lock().unwrap_or_else(|p| p.into_inner());
@@ -121,17 +112,19 @@ mod tests {
         assert_eq!(seen.iter().map(|o| o.case).collect::<Vec<_>>(), [7_000, 8_000], "{seen:?}");
         assert!(seen[0].running > limit, "{seen:?}");
         // The entries of finished cases are gone.
-        assert_eq!(table.longest(), None);
+        assert_eq!(table.overdue(Duration::ZERO), []);
     }
 
     #[test]
-    fn the_longest_running_case_is_the_earliest_entered() {
+    fn a_case_is_overdue_while_entered_and_gone_once_dropped() {
         let table = InFlight::default();
         let first = table.enter(9);
         std::thread::sleep(Duration::from_millis(2));
         let _second = table.enter(3);
-        assert_eq!(table.longest().map(|o| o.case), Some(9));
+        let cases = |limit| table.overdue(limit).iter().map(|o| o.case).collect::<Vec<_>>();
+        assert_eq!(cases(Duration::ZERO), [3, 9]);
+        assert_eq!(cases(Duration::from_millis(1)), [9]);
         drop(first);
-        assert_eq!(table.longest().map(|o| o.case), Some(3));
+        assert_eq!(cases(Duration::ZERO), [3]);
     }
 }
