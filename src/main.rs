@@ -629,7 +629,13 @@ fn run_methods(
         };
         match outcome {
             Ok(outs) => {
-                let enc: Vec<serde_json::Value> = outs.iter().map(io::to_json).collect();
+                // An output the corpus encoding cannot hold (a float16 tensor, …) is shown as
+                // `not_encodable` and named on stderr, and the run fails: it is never printed short.
+                if let Err(e) = io::list_to_json(&outs, "outputs") {
+                    eprintln!("error: {name}: {e} (not in the corpus encoding)");
+                    status = status.max(Exit::Failed);
+                }
+                let enc = io::list_to_report_json(&outs);
                 if !a.json {
                     outln!("{name}: {}", serde_json::to_string(&enc).unwrap_or_default());
                 }

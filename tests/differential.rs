@@ -281,7 +281,7 @@ fn non_finite_float_scalars_and_elements_survive_the_corpus_encoding() {
     use ptecheck::runtime::io::{from_json, to_json};
     use ptecheck::runtime::{HostTensor, HostValue};
     for x in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1.5] {
-        let v = to_json(&HostValue::Double(x));
+        let v = to_json(&HostValue::Double(x)).expect("encodes");
         // Non-finite floats are the strings the ExecuTorch runner writes, not JSON null.
         if !x.is_finite() {
             assert!(v["value"].is_string(), "{v}");
@@ -290,7 +290,7 @@ fn non_finite_float_scalars_and_elements_survive_the_corpus_encoding() {
         assert!(back.to_bits() == x.to_bits() || (x.is_nan() && back.is_nan()), "{x} -> {v} -> {back}");
     }
     let t = HostValue::Tensor(HostTensor::f32(vec![3], &[f32::NAN, f32::NEG_INFINITY, -0.0]));
-    let v = to_json(&t);
+    let v = to_json(&t).expect("encodes");
     assert_eq!(v["values"], serde_json::json!(["NaN", "-inf", -0.0]));
     assert_eq!(from_json(&v, "v").expect("decodes"), t);
 }
@@ -377,7 +377,7 @@ fn a_runner_that_stops_reading_cannot_block_the_harness() {
             q
         })
         .collect();
-    assert!(reqs[1].to_line().len() > 1 << 17, "each request is more than a pipe holds");
+    assert!(reqs[1].to_line().expect("writes").len() > 1 << 17, "each request is more than a pipe holds");
     // Run on a thread of its own, so that a harness that blocks fails this test, not hangs it.
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -561,4 +561,63 @@ fn a_chaos_value_that_does_not_parse_says_why() {
     assert_eq!(Chaos::parse("crash-on:x"), Err(ChaosError::BadRequestNumber("crash-on:x".into())));
     assert_eq!(Chaos::parse("init-code:-1"), Err(ChaosError::BadCode("init-code:-1".into())));
     assert_eq!(Chaos::parse("melt"), Err(ChaosError::Unknown("melt".into())));
+}
+
+/// cpu_linear_relu reduced to returning its 2-d weight (a constant) retyped float16: a program
+/// that loads and runs and whose output the corpus encoding cannot hold. Written into `dir`.
+fn float16_output_program(dir: &std::path::Path) -> PathBuf {
+    use ptecheck::program::{EValue, ScalarType};
+    let path = format!("{}/corpus/real/cpu_linear_relu.pte", env!("CARGO_MANIFEST_DIR"));
+    let data = std::fs::read(path).expect("read");
+    let loaded = ptecheck::format::load(&data).expect("loads");
+    let mut p = loaded.program.clone();
+    let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+    let values = plan.values.as_mut().expect("values");
+    let weight = values
+        .iter()
+        .position(|v| matches!(v, EValue::Tensor(t) if t.data_buffer_idx > 0 && t.sizes.as_ref().is_some_and(|s| s.len() == 2)))
+        .expect("a 2-d constant");
+    if let EValue::Tensor(t) = &mut values[weight] {
+        t.scalar_type = ScalarType::HALF;
+    }
+    // No inputs and no instructions: the method returns the constant.
+    (plan.inputs, plan.outputs) = (Some(vec![]), Some(vec![weight as i32]));
+    for chain in plan.chains.iter_mut().flatten() {
+        chain.instructions = Some(vec![]);
+    }
+    let out = dir.join("float16_output.pte");
+    std::fs::write(&out, ptecheck::format::write(&p, &loaded.segments, &Default::default()).expect("writes"))
+        .expect("write");
+    out
+}
+
+#[test]
+fn a_value_the_encoding_does_not_hold_is_refused_by_its_writer_not_written_short() {
+    use ptecheck::program::ScalarType;
+    use ptecheck::runtime::{HostTensor, HostValue};
+    let temp = tmp("float16");
+    let mut r = Runner::start(runner("")).expect("starts");
+    // A float16 input cannot be written: the request is not sent, and the runner goes on.
+    let mut half_input = request(&mut r, "cpu_add_mul");
+    half_input.inputs[1] =
+        HostValue::Tensor(HostTensor { dtype: ScalarType::HALF, sizes: vec![2, 3], data: vec![0; 12] });
+    let reqs = [request(&mut r, "cpu_add_mul"), half_input, request(&mut r, "cpu_add_mul")];
+    let out = r.run(&reqs);
+    assert_eq!(out.iter().map(Outcome::class).collect::<Vec<_>>(), ["ok", "unencodable", "ok"], "{:?}", out[1]);
+    match &out[1] {
+        Outcome::Unencodable(e) => assert_eq!(e.to_string(), "$.inputs[1]: unsupported dtype `HALF`"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.stats().starts, 1, "{:?}", r.stats());
+    // A float16 output is a `read_outputs` error naming it, not a reply with its values dropped.
+    let pte = float16_output_program(temp.path());
+    let half_output = Request { id: r.next_id(), pte, method: "forward".into(), inputs: vec![], ptd: None };
+    let out = r.run(&[half_output]);
+    match &out[0] {
+        Outcome::Reply(Reply::Error { stage, message, .. }) => {
+            assert_eq!(*stage, ptecheck::runner::Stage::ReadOutputs);
+            assert!(message.starts_with("$.outputs[0]: unsupported dtype `HALF`"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

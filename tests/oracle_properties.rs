@@ -46,3 +46,16 @@ fn the_empty_input_generates_a_valid_program() {
     let g = generate_from_bytes(&GenConfig::default(), &[]);
     assert!(check_case(&g, &CheckOptions::default()).ok());
 }
+
+proptest! {
+    #![proptest_config(config(1000))]
+
+    /// The runner protocol's writers and readers agree on drawn values, requests and replies:
+    /// what the corpus encoding holds reads back as written, what it does not hold (a float16
+    /// tensor, bytes that do not fill the shape) is refused by the writer (`runner_lines`'s
+    /// generative half, which the fuzz target runs too).
+    #[test]
+    fn runner_protocol_lines_read_back_as_written(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
+        ptecheck::oracle::fuzz::runner_lines(&bytes);
+    }
+}

@@ -12,7 +12,7 @@ use crate::generator::{Generated, generate};
 use crate::ir::eval::{Run, run_method};
 use crate::ir::infer::IrError;
 use crate::ir::saved;
-use crate::runtime::io::to_json;
+use crate::runtime::io::{IoError, list_to_json};
 use arbitrary::Unstructured;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -38,6 +38,14 @@ pub enum CorpusError {
         case: u64,
         /// Its error.
         source: IrError,
+    },
+    /// A value the corpus encoding cannot hold.
+    #[error("case {case}: io.json: {source}")]
+    Encode {
+        /// Case index.
+        case: u64,
+        /// What cannot be encoded, where.
+        source: IoError,
     },
     /// A file could not be written.
     #[error("{path}: {source}")]
@@ -78,21 +86,23 @@ pub fn eager_runs(g: &Generated) -> Result<BTreeMap<String, Run>, IrError> {
         .collect()
 }
 
-/// The case's `io.json`: one run per method, with inputs, eager outputs and tolerances.
-pub fn io_json(g: &Generated, runs: &BTreeMap<String, Run>, about: Value) -> Value {
+/// The case's `io.json`: one run per method, with inputs, eager outputs and tolerances (a value
+/// the corpus encoding cannot hold is refused with its path).
+pub fn io_json(g: &Generated, runs: &BTreeMap<String, Run>, about: Value) -> Result<Value, IoError> {
     let methods: serde_json::Map<String, Value> = runs
         .iter()
         .map(|(name, r)| {
             let inputs = encode_all(g.inputs.get(name).map_or(&[][..], Vec::as_slice));
+            let at = format!("$.methods.{name}.runs[0]");
             let run = json!({
-                "inputs": inputs.iter().map(to_json).collect::<Vec<_>>(),
-                "outputs": encode_all(&r.outputs).iter().map(to_json).collect::<Vec<_>>(),
+                "inputs": list_to_json(&inputs, &format!("{at}.inputs"))?,
+                "outputs": list_to_json(&encode_all(&r.outputs), &format!("{at}.outputs"))?,
                 "tolerance": r.bounds.iter().map(bound_to_json).collect::<Vec<_>>(),
             });
-            (name.clone(), json!({"runs": [run]}))
+            Ok((name.clone(), json!({"runs": [run]})))
         })
-        .collect();
-    json!({"generated_by": about, "methods": methods})
+        .collect::<Result<_, IoError>>()?;
+    Ok(json!({"generated_by": about, "methods": methods}))
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), CorpusError> {
@@ -113,7 +123,7 @@ pub fn write_case(
     write(&dir.join("shared.pte"), &e.shared)?;
     write(&dir.join("unshared.pte"), &e.unshared)?;
     write(&dir.join("program.json"), saved::save(&g.program).as_bytes())?;
-    let io = io_json(g, runs, about);
+    let io = io_json(g, runs, about).map_err(|source| CorpusError::Encode { case, source })?;
     write(&dir.join("io.json"), serde_json::to_string_pretty(&io).unwrap_or_default().as_bytes())
 }
 

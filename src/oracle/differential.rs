@@ -24,7 +24,7 @@ use crate::ir::eval::Run;
 use crate::ir::saved;
 use crate::runner::protocol::MAX_LINE;
 use crate::runner::{Outcome, Reply, Request, Runner, RunnerConfig, Stage, StartError};
-use crate::runtime::io::to_json;
+use crate::runtime::io::list_to_report_json;
 use crate::runtime::{ErrorCode, HostValue, Runtime, RuntimeError, Session};
 use arbitrary::Unstructured;
 use serde::Serialize;
@@ -259,7 +259,7 @@ fn write(path: &Path, bytes: &[u8]) {
 
 fn outcome_json(o: &Outcome) -> Value {
     match o {
-        Outcome::Reply(Reply::Outputs(v)) => json!({"outputs": v.iter().map(to_json).collect::<Vec<_>>()}),
+        Outcome::Reply(Reply::Outputs(v)) => json!({"outputs": list_to_report_json(v)}),
         Outcome::Reply(Reply::Error { message, stage, code }) => {
             json!({"error": message, "stage": stage, "code": code})
         }
@@ -269,6 +269,7 @@ fn outcome_json(o: &Outcome) -> Value {
         Outcome::Garbage { line, why, stderr } => json!({"garbage": line, "why": why, "stderr": stderr}),
         Outcome::NoRunner { why } => json!({"no_runner": why}),
         Outcome::TooLong { bytes } => json!({"too_long": bytes}),
+        Outcome::Unencodable(e) => json!({"unencodable": e.to_string()}),
     }
 }
 
@@ -292,10 +293,10 @@ fn replay_command(opts: &DiffOptions, case: u64, negative: bool) -> String {
 fn write_mismatch(dir: &Path, p: &Prepared, reply: &Outcome, command: &str) -> Option<PathBuf> {
     std::fs::create_dir_all(dir).ok()?;
     let e = emit_both(&p.g, true).ok()?;
+    let io = io_json(&p.g, &p.runs, json!({"replay": command})).ok()?;
     write(&dir.join("shared.pte"), &e.shared);
     write(&dir.join("unshared.pte"), &e.unshared);
     write(&dir.join("program.json"), saved::save(&p.g.program).as_bytes());
-    let io = io_json(&p.g, &p.runs, json!({"replay": command}));
     write(&dir.join("io.json"), serde_json::to_string_pretty(&io).unwrap_or_default().as_bytes());
     write(&dir.join("reply.json"), serde_json::to_string_pretty(&outcome_json(reply)).unwrap_or_default().as_bytes());
     write(&dir.join("replay.txt"), format!("{command}\n").as_bytes());
@@ -331,6 +332,7 @@ fn negative_outcome(o: &Outcome, ours: Option<ErrorCode>) -> Option<&'static str
         Outcome::Garbage { .. } => Some("garbage"),
         Outcome::NoRunner { .. } => Some("no_runner"),
         Outcome::TooLong { .. } => Some("too_long"),
+        Outcome::Unencodable(_) => Some("unencodable"),
     }
 }
 
@@ -350,6 +352,7 @@ fn detail(o: &Outcome) -> String {
         Outcome::TooLong { bytes } => {
             format!("a request of {bytes} bytes, longer than the protocol's {MAX_LINE}: not sent")
         }
+        Outcome::Unencodable(e) => format!("a request the protocol cannot carry ({e}): not sent"),
     }
 }
 
@@ -408,7 +411,7 @@ fn negative_case(
         let _ = std::fs::remove_file(path);
     }
     for ((c, _, _, bytes, ours), o) in files.iter().zip(&outs) {
-        if let Outcome::TooLong { .. } = o {
+        if o.unsent() {
             // Not sent: the runner said nothing of it.
             report.unsent += 1;
             continue;
@@ -512,7 +515,7 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
                     match failed {
                         Outcome::Hung { .. } => report.hangs += 1,
                         Outcome::Garbage { .. } => report.garbage += 1,
-                        Outcome::TooLong { .. } => report.unsent += 1,
+                        Outcome::TooLong { .. } | Outcome::Unencodable(_) => report.unsent += 1,
                         _ => report.crashes += 1,
                     }
                     // Recorded with the runner's stderr, and a reproducer for the first few.

@@ -12,8 +12,9 @@ use crate::backends::default_runtime;
 use crate::format::{self, LoadedProgram};
 use crate::generator::{GenConfig, generate};
 use crate::ir::saved;
+use crate::program::checked_numel;
 use crate::program::{Instruction, Program};
-use crate::runtime::{Runtime, Session};
+use crate::runtime::{HostTensor, HostValue, Runtime, Session};
 use arbitrary::Unstructured;
 
 /// Instruction budget per execute while fuzzing.
@@ -138,7 +139,7 @@ pub fn runner_lines(data: &[u8]) -> Outcome {
         }
         // Read back, a value equals what was written (compared as printed, so NaN equals NaN).
         if let Ok((id, reply)) = Reply::parse(line) {
-            let again = reply.to_line(Some(id));
+            let again = reply.to_line(Some(id)).unwrap_or_else(|e| panic!("a reply read cannot be written: {e}"));
             let Ok(back) = Reply::parse(&again) else { panic!("a reply written again does not parse: {again}") };
             assert_eq!(format!("{back:?}"), format!("{:?}", (id, reply)), "a reply written again reads back otherwise");
             parsed = true;
@@ -149,13 +150,155 @@ pub fn runner_lines(data: &[u8]) -> Outcome {
             parsed = true;
         }
         if let Ok(request) = Request::parse(line) {
-            let again = request.to_line();
+            let again = request.to_line().unwrap_or_else(|e| panic!("a request read cannot be written: {e}"));
             let Ok(back) = Request::parse(&again) else { panic!("a request written again does not parse: {again}") };
             assert_eq!(format!("{back:?}"), format!("{request:?}"), "a request written again reads back otherwise");
             parsed = true;
         }
     }
+    written_values_read_back(data);
     if parsed { Outcome::Ran } else { Outcome::Rejected("Garbage") }
+}
+
+/// The generative half of [`runner_lines`]: the same bytes drawn as values (every dtype the
+/// schema declares and undeclared ones, any element bytes, shapes their bytes fill or not),
+/// requests and replies (any strings), written as protocol lines and read back. What the corpus
+/// encoding holds reads back as its canonical form ([`canonical`]); what it does not hold is
+/// refused by the writer with its path, never written short.
+fn written_values_read_back(data: &[u8]) {
+    use crate::runner::{Reply, Request, protocol::Stage};
+    use crate::runtime::io;
+    let mut u = Unstructured::new(data);
+    let n = u.int_in_range(0..=4u8).unwrap_or(0);
+    let values: Vec<HostValue> = (0..n).map(|_| arbitrary_value(&mut u)).collect();
+    let holds = |v: &HostValue| encoding_holds(v);
+    for (i, v) in values.iter().enumerate() {
+        match io::to_json(v) {
+            Ok(json) => {
+                assert!(holds(v), "value {i} is written though the encoding does not hold it: {v:?}");
+                let back = io::from_json(&json, "$")
+                    .unwrap_or_else(|e| panic!("value {i} written as {json} does not read: {e}"));
+                assert_eq!(format!("{back:?}"), format!("{:?}", canonical(v)), "value {i} reads back otherwise");
+            }
+            Err(fault) => assert!(!holds(v), "value {i} is refused ({fault}) though the encoding holds it: {v:?}"),
+        }
+    }
+    let all_held = values.iter().all(holds);
+    let text = |u: &mut Unstructured<'_>| u.arbitrary::<String>().unwrap_or_default();
+    let ptd = u.arbitrary::<bool>().unwrap_or(false).then(|| text(&mut u).into());
+    let request = Request {
+        id: u.arbitrary().unwrap_or(0),
+        pte: text(&mut u).into(),
+        method: text(&mut u),
+        inputs: values.clone(),
+        ptd,
+    };
+    match request.to_line() {
+        Ok(line) => {
+            assert!(all_held, "a request is written with an input the encoding does not hold");
+            let back =
+                Request::parse(&line).unwrap_or_else(|e| panic!("a written request does not parse ({e}): {line}"));
+            let want = Request { inputs: values.iter().map(canonical).collect(), ..request };
+            assert_eq!(format!("{back:?}"), format!("{want:?}"), "a written request reads back otherwise");
+        }
+        Err(e) => assert!(!all_held, "a request whose inputs the encoding holds is refused: {e}"),
+    }
+    let id = u.arbitrary::<u64>().unwrap_or(0);
+    match Reply::Outputs(values.clone()).to_line(Some(id)) {
+        Ok(line) => {
+            assert!(all_held, "a reply is written with an output the encoding does not hold");
+            let back = Reply::parse(&line).unwrap_or_else(|e| panic!("a written reply does not parse ({e}): {line}"));
+            let want = (id, Reply::Outputs(values.iter().map(canonical).collect()));
+            assert_eq!(format!("{back:?}"), format!("{want:?}"), "a written reply reads back otherwise");
+        }
+        Err(e) => assert!(!all_held, "a reply whose outputs the encoding holds is refused: {e}"),
+    }
+    const STAGES: [Stage; 6] =
+        [Stage::Request, Stage::LoadProgram, Stage::LoadMethod, Stage::SetInputs, Stage::Execute, Stage::ReadOutputs];
+    let stage = *u.choose(&STAGES).unwrap_or(&Stage::Execute);
+    let error = Reply::Error { message: text(&mut u), stage, code: u.arbitrary().unwrap_or(None) };
+    let line = error.to_line(Some(id)).unwrap_or_else(|e| panic!("an error reply cannot be written: {e}"));
+    assert_eq!(Reply::parse(&line).ok(), Some((id, error)), "a written error reply reads back otherwise");
+}
+
+/// A value drawn from `u`: scalars of any bits, or a tensor of any declared or undeclared dtype
+/// whose bytes usually fill its shape (rank up to 3, dims up to 4, now and then a first one
+/// that overflows the element count; at most 1 KiB of elements, so a value written as JSON
+/// stays within the fuzz target's allocation guard).
+fn arbitrary_value(u: &mut Unstructured<'_>) -> HostValue {
+    use crate::program::ScalarType;
+    match u.int_in_range(0..=5u8).unwrap_or(0) {
+        0 => HostValue::Int(u.arbitrary().unwrap_or(0)),
+        1 => HostValue::Bool(u.arbitrary().unwrap_or(false)),
+        2 => HostValue::Double(f64::from_bits(u.arbitrary().unwrap_or(0))),
+        3 => HostValue::None,
+        _ => {
+            let dtype = if u.ratio(3, 4).unwrap_or(true) {
+                *u.choose(ScalarType::ALL).unwrap_or(&ScalarType::FLOAT)
+            } else {
+                ScalarType(u.arbitrary().unwrap_or(0))
+            };
+            let rank = u.int_in_range(0..=3usize).unwrap_or(0);
+            let mut sizes: Vec<usize> = (0..rank).map(|_| u.int_in_range(0..=4usize).unwrap_or(1)).collect();
+            if rank > 0 && u.ratio(1, 32).unwrap_or(false) {
+                sizes[0] = usize::MAX;
+            }
+            let fill = checked_numel(&sizes).and_then(|n| n.checked_mul(dtype.element_size().unwrap_or(1)));
+            let len = match fill {
+                Some(n) if n <= 1 << 10 && u.ratio(7, 8).unwrap_or(true) => n,
+                _ => u.int_in_range(0..=64usize).unwrap_or(0),
+            };
+            let data = (0..len).map(|_| u.arbitrary::<u8>().unwrap_or(0)).collect();
+            HostValue::Tensor(HostTensor { dtype, sizes, data })
+        }
+    }
+}
+
+/// Whether the corpus encoding holds `v`: a tensor of one of its dtypes whose bytes fill its
+/// shape, or any scalar.
+fn encoding_holds(v: &HostValue) -> bool {
+    match v {
+        HostValue::Tensor(t) => {
+            crate::runtime::io::dtype_name(t.dtype).is_some()
+                && checked_numel(&t.sizes)
+                    .and_then(|n| n.checked_mul(t.dtype.element_size().unwrap_or(1)))
+                    .is_some_and(|n| n == t.data.len())
+        }
+        _ => true,
+    }
+}
+
+/// What `v` reads back as once written: every NaN the one NaN the writer writes, a bool byte
+/// 0 or 1; everything else as it is.
+fn canonical(v: &HostValue) -> HostValue {
+    use crate::program::ScalarType;
+    match v {
+        HostValue::Double(d) if d.is_nan() => HostValue::Double(f64::NAN),
+        HostValue::Tensor(t) => {
+            let data = match t.dtype {
+                ScalarType::BOOL => t.data.iter().map(|b| u8::from(*b != 0)).collect(),
+                ScalarType::FLOAT => t
+                    .data
+                    .chunks_exact(4)
+                    .flat_map(|c| {
+                        let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                        if x.is_nan() { f32::NAN } else { x }.to_le_bytes()
+                    })
+                    .collect(),
+                ScalarType::DOUBLE => t
+                    .data
+                    .chunks_exact(8)
+                    .flat_map(|c| {
+                        let x = f64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+                        if x.is_nan() { f64::NAN } else { x }.to_le_bytes()
+                    })
+                    .collect(),
+                _ => t.data.clone(),
+            };
+            HostValue::Tensor(HostTensor { data, ..t.clone() })
+        }
+        other => other.clone(),
+    }
 }
 
 /// Named data offered to `load_xnnpack` inputs: every named key of the XNNPACK corpus files,

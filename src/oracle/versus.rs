@@ -6,7 +6,7 @@
 use super::values;
 use crate::format::{FormatError, LoadedProgram, LoadedPtd};
 use crate::runner::{Outcome, Reply, Request, Runner, Stage};
-use crate::runtime::io::to_json;
+use crate::runtime::io::list_to_report_json;
 use crate::runtime::{ErrorCode, HostTensor, HostValue, Runtime, RuntimeError, Session};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ impl Ending {
     /// The ending as JSON: `{"outputs": [...]}`, `{"stage", "code", "error"}` or `{"runner_failed"}`.
     pub fn to_json(&self) -> Value {
         match self {
-            Ending::Outputs(outs) => json!({"outputs": outs.iter().map(to_json).collect::<Vec<_>>()}),
+            Ending::Outputs(outs) => json!({"outputs": list_to_report_json(outs)}),
             Ending::Refused { stage, code, message } => json!({"stage": stage, "code": code, "error": message}),
             Ending::RunnerFailed(why) => json!({"runner_failed": why}),
         }
@@ -43,10 +43,7 @@ impl Ending {
     pub fn describe(&self) -> String {
         match self {
             Ending::Outputs(outs) => {
-                format!(
-                    "ran: {}",
-                    serde_json::to_string(&outs.iter().map(to_json).collect::<Vec<_>>()).unwrap_or_default()
-                )
+                format!("ran: {}", serde_json::to_string(&list_to_report_json(outs)).unwrap_or_default())
             }
             Ending::Refused { stage, code: Some(c), message } => format!("{stage:?} 0x{c:02x}: {message}"),
             Ending::Refused { stage, code: None, message } => format!("{stage:?}: {message}"),

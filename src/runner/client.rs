@@ -6,6 +6,7 @@
 //! May not touch: the runtime, the backends, the oracle (it knows only the protocol and its child).
 
 use super::protocol::{Garbage, Hello, MAX_LINE, Reply, Request, parse_hello, read_line_bounded};
+use crate::runtime::io::IoError;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::io::{BufReader, Write};
@@ -90,6 +91,9 @@ pub enum Outcome {
         /// The line's length in bytes.
         bytes: usize,
     },
+    /// The request cannot be written in the protocol (an input the corpus encoding does not
+    /// hold, a path that is not UTF-8): it was not sent, and the runner goes on with the next.
+    Unencodable(IoError),
 }
 
 impl Outcome {
@@ -104,12 +108,18 @@ impl Outcome {
             Outcome::Garbage { .. } => "garbage",
             Outcome::NoRunner { .. } => "no_runner",
             Outcome::TooLong { .. } => "too_long",
+            Outcome::Unencodable(_) => "unencodable",
         }
     }
 
     /// Whether the runner process ended on this request.
     pub fn ended_process(&self) -> bool {
-        !matches!(self, Outcome::Reply(_) | Outcome::TooLong { .. })
+        !matches!(self, Outcome::Reply(_)) && !self.unsent()
+    }
+
+    /// Whether the request was not sent (too long, or not writable in the protocol).
+    pub fn unsent(&self) -> bool {
+        matches!(self, Outcome::TooLong { .. } | Outcome::Unencodable(_))
     }
 }
 
@@ -363,11 +373,18 @@ impl Runner {
     /// Runs `requests` in order (pipelined) and returns one outcome per request.
     pub fn run(&mut self, requests: &[Request]) -> Vec<Outcome> {
         let n = requests.len();
-        // Each line is made once; one too long to send is answered now, without a runner (none
-        // is started or restarted for it), and its place in the window is skipped when writing.
-        let lines: Vec<String> = requests.iter().map(Request::to_line).collect();
-        let mut out: Vec<Option<Outcome>> =
-            lines.iter().map(|l| (l.len() > MAX_LINE).then_some(Outcome::TooLong { bytes: l.len() })).collect();
+        // Each line is made once; one that cannot be written or is too long to send is answered
+        // now, without a runner (none is started or restarted for it), and its place in the
+        // window is skipped when writing.
+        let made: Vec<Result<String, IoError>> = requests.iter().map(Request::to_line).collect();
+        let mut out: Vec<Option<Outcome>> = made
+            .iter()
+            .map(|l| match l {
+                Err(e) => Some(Outcome::Unencodable(e.clone())),
+                Ok(l) => (l.len() > MAX_LINE).then_some(Outcome::TooLong { bytes: l.len() }),
+            })
+            .collect();
+        let lines: Vec<String> = made.into_iter().map(Result::unwrap_or_default).collect();
         let (mut sent, mut done) = (0usize, 0usize);
         while done < n {
             if out[done].is_some() {

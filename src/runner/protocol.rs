@@ -3,7 +3,7 @@
 //! May not touch: processes (`client` and `server` own them), execution.
 
 use crate::runtime::HostValue;
-use crate::runtime::io::{from_json, list_from_json, to_json};
+use crate::runtime::io::{IoError, IoFault, from_json, ioerr, list_from_json, list_to_json};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::io::{BufRead, Read};
@@ -64,17 +64,20 @@ pub struct Request {
 }
 
 impl Request {
-    /// The request's JSON line (without the newline).
-    pub fn to_line(&self) -> String {
-        json!({
+    /// The request's JSON line (without the newline). Refuses, with its path, an input the
+    /// corpus encoding does not hold and a path that is not UTF-8 (the line carries text).
+    pub fn to_line(&self) -> Result<String, IoError> {
+        let text =
+            |p: &PathBuf, at: &str| p.to_str().map(str::to_string).ok_or_else(|| ioerr(at, IoFault::Not("UTF-8")));
+        Ok(json!({
             "id": self.id,
             "op": "run",
-            "pte": self.pte.display().to_string(),
+            "pte": text(&self.pte, "$.pte")?,
             "method": self.method,
-            "inputs": self.inputs.iter().map(to_json).collect::<Vec<_>>(),
-            "ptd": self.ptd.as_ref().map(|p| p.display().to_string()),
+            "inputs": list_to_json(&self.inputs, "$.inputs")?,
+            "ptd": self.ptd.as_ref().map(|p| text(p, "$.ptd")).transpose()?,
         })
-        .to_string()
+        .to_string())
     }
 
     /// Parses a request line (the server side).
@@ -153,14 +156,13 @@ pub enum Reply {
 pub struct Garbage(pub String);
 
 impl Reply {
-    /// The reply line for request `id`.
-    pub fn to_line(&self, id: Option<u64>) -> String {
-        match self {
-            Reply::Outputs(o) => json!({"id": id, "outputs": o.iter().map(to_json).collect::<Vec<_>>()}).to_string(),
-            Reply::Error { message, stage, code } => {
-                json!({"id": id, "error": message, "stage": stage, "code": code}).to_string()
-            }
-        }
+    /// The reply line for request `id`. Outputs the corpus encoding does not hold are refused
+    /// with their path (`$.outputs[i]`), never written short.
+    pub fn to_line(&self, id: Option<u64>) -> Result<String, IoError> {
+        Ok(match self {
+            Reply::Outputs(o) => json!({"id": id, "outputs": list_to_json(o, "$.outputs")?}).to_string(),
+            Reply::Error { message, stage, code } => error_line(id, message, *stage, *code),
+        })
     }
 
     /// Parses a reply line: `(id, reply)`.
@@ -196,6 +198,11 @@ impl Reply {
         };
         Ok((id, Reply::Error { message: message.to_string(), stage, code }))
     }
+}
+
+/// The line of an error reply to request `id`.
+pub fn error_line(id: Option<u64>, message: &str, stage: Stage, code: Option<u32>) -> String {
+    json!({"id": id, "error": message, "stage": stage, "code": code}).to_string()
 }
 
 /// Parses a hello line.

@@ -4,7 +4,7 @@
 //! on purpose (crash, hang, garbage, no hello) to test the harness's handling of broken runners.
 //! May not touch: the IR, emission, the oracle (it serves the reference runtime as it is).
 
-use super::protocol::{Hello, MAX_LINE, PROTOCOL, Reply, Request, Stage, hello_line, read_line_bounded};
+use super::protocol::{Hello, MAX_LINE, PROTOCOL, Reply, Request, Stage, error_line, hello_line, read_line_bounded};
 use crate::fault::Fault;
 use crate::format;
 use crate::runtime::{HostValue, Runtime, RuntimeError, Session};
@@ -174,7 +174,7 @@ pub fn serve(
             Ok(_) => None,
         };
         if let Some(why) = refused {
-            writeln!(output, "{}", error(Stage::Request, why, None).to_line(None))?;
+            writeln!(output, "{}", error_line(None, &why, Stage::Request, None))?;
             output.flush()?;
             continue;
         }
@@ -206,7 +206,12 @@ pub fn serve(
         if let (Some(Chaos::InitCode(c)), Reply::Error { stage: Stage::LoadMethod, code, .. }) = (chaos, &mut reply.1) {
             *code = Some(c);
         }
-        writeln!(output, "{}", reply.1.to_line(reply.0))?;
+        // Outputs the corpus encoding does not hold (a float16 tensor, …) are a `read_outputs`
+        // error naming the output, as ExecuTorch's runner answers them.
+        let line = reply.1.to_line(reply.0).unwrap_or_else(|e| {
+            error_line(reply.0, &format!("{e} (not in the corpus encoding)"), Stage::ReadOutputs, None)
+        });
+        writeln!(output, "{line}")?;
         output.flush()?;
     }
     Ok(())

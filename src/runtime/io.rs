@@ -50,6 +50,16 @@ pub enum IoFault {
     /// The values do not fit the dtype's bytes.
     #[error("cannot encode")]
     CannotEncode,
+    /// A tensor's bytes do not fill its shape (writing).
+    #[error("{bytes} data bytes for shape {shape:?} ({expected} expected)")]
+    ByteCount {
+        /// Bytes the tensor holds.
+        bytes: usize,
+        /// Bytes its shape and dtype take.
+        expected: usize,
+        /// The shape.
+        shape: Vec<usize>,
+    },
     /// An integer element outside what its dtype holds (it is refused, not wrapped).
     #[error("{value} is not a value of {dtype}")]
     OutOfRange {
@@ -70,35 +80,26 @@ pub(crate) fn ioerr(path: &str, fault: IoFault) -> IoError {
     IoError { path: path.to_string(), fault }
 }
 
-/// The corpus name of a dtype (`float32`, `int64`, …).
-pub fn dtype_name(t: ScalarType) -> &'static str {
-    match t {
-        ScalarType::FLOAT => "float32",
-        ScalarType::DOUBLE => "float64",
-        ScalarType::LONG => "int64",
-        ScalarType::INT => "int32",
-        ScalarType::SHORT => "int16",
-        ScalarType::CHAR => "int8",
-        ScalarType::BYTE => "uint8",
-        ScalarType::BOOL => "bool",
-        ScalarType::HALF => "float16",
-        _ => "unsupported",
-    }
+/// The dtypes of the corpus encoding with their names; nothing else is in the encoding.
+const ENCODED_DTYPES: [(ScalarType, &str); 8] = [
+    (ScalarType::FLOAT, "float32"),
+    (ScalarType::DOUBLE, "float64"),
+    (ScalarType::LONG, "int64"),
+    (ScalarType::INT, "int32"),
+    (ScalarType::SHORT, "int16"),
+    (ScalarType::CHAR, "int8"),
+    (ScalarType::BYTE, "uint8"),
+    (ScalarType::BOOL, "bool"),
+];
+
+/// The corpus name of a dtype (`float32`, `int64`, …), `None` for a dtype outside the encoding.
+pub fn dtype_name(t: ScalarType) -> Option<&'static str> {
+    ENCODED_DTYPES.iter().find(|(d, _)| *d == t).map(|(_, n)| *n)
 }
 
 /// The dtype of a corpus dtype name.
 pub fn dtype_from_name(s: &str) -> Option<ScalarType> {
-    Some(match s {
-        "float32" => ScalarType::FLOAT,
-        "float64" => ScalarType::DOUBLE,
-        "int64" => ScalarType::LONG,
-        "int32" => ScalarType::INT,
-        "int16" => ScalarType::SHORT,
-        "int8" => ScalarType::CHAR,
-        "uint8" => ScalarType::BYTE,
-        "bool" => ScalarType::BOOL,
-        _ => return None,
-    })
+    ENCODED_DTYPES.iter().find(|(_, n)| *n == s).map(|(d, _)| *d)
 }
 
 /// A float in the corpus encoding: a JSON number, or `"NaN"`, `"inf"`, `"-inf"`.
@@ -117,26 +118,48 @@ fn float_from(v: &Value) -> Option<f64> {
     Some(if x.is_nan() { f64::NAN } else { x })
 }
 
-/// Encodes a value in the corpus encoding.
-pub fn to_json(v: &HostValue) -> Value {
-    match v {
+/// Encodes a value in the corpus encoding. Refuses a tensor whose dtype the encoding does not
+/// have (float16, bfloat16, …) or whose bytes do not fill its shape: nothing is written short.
+pub fn to_json(v: &HostValue) -> Result<Value, IoFault> {
+    Ok(match v {
         HostValue::Tensor(t) => {
+            let name = dtype_name(t.dtype).ok_or_else(|| IoFault::UnsupportedDtype(t.dtype.to_string()))?;
+            let expected = checked_numel(&t.sizes)
+                .and_then(|n| n.checked_mul(t.dtype.element_size().unwrap_or(1)))
+                .ok_or(IoFault::ShapeOverflows)?;
+            if t.data.len() != expected {
+                return Err(IoFault::ByteCount { bytes: t.data.len(), expected, shape: t.sizes.clone() });
+            }
             let values: Vec<Value> = match t.dtype {
                 ScalarType::BOOL => t.data.iter().map(|b| json!(*b != 0)).collect(),
                 d if is_float(d) => t.to_f64().into_iter().map(float_json).collect(),
                 _ => super::value::decode_i64(t.dtype, &t.data)
-                    .unwrap_or_default()
+                    .map_err(|_| IoFault::CannotEncode)?
                     .into_iter()
                     .map(|x| json!(x))
                     .collect(),
             };
-            json!({"kind": "tensor", "dtype": dtype_name(t.dtype), "shape": t.sizes, "values": values, "bytes_sha256": sha256_hex(&t.data)})
+            json!({"kind": "tensor", "dtype": name, "shape": t.sizes, "values": values, "bytes_sha256": sha256_hex(&t.data)})
         }
         HostValue::Int(i) => json!({"kind": "int", "value": i}),
         HostValue::Bool(b) => json!({"kind": "bool", "value": b}),
         HostValue::Double(d) => json!({"kind": "float", "value": float_json(*d)}),
         HostValue::None => json!({"kind": "none"}),
-    }
+    })
+}
+
+/// Encodes a list of values; a value the encoding cannot hold is refused at `path[i]`.
+pub fn list_to_json(values: &[HostValue], path: &str) -> Result<Vec<Value>, IoError> {
+    values.iter().enumerate().map(|(i, v)| to_json(v).map_err(|f| ioerr(&format!("{path}[{i}]"), f))).collect()
+}
+
+/// [`list_to_json`] for reports read by people: a value the encoding cannot hold appears as
+/// `{"kind": "not_encodable", "why": …}` (which no reader accepts), never dropped or shortened.
+pub fn list_to_report_json(values: &[HostValue]) -> Vec<Value> {
+    values
+        .iter()
+        .map(|v| to_json(v).unwrap_or_else(|f| json!({"kind": "not_encodable", "why": f.to_string()})))
+        .collect()
 }
 
 /// The values an integer or bool dtype holds (`None`: every i64).
@@ -157,7 +180,9 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
     match kind {
         "tensor" => {
             let dname = v.get("dtype").and_then(Value::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("dtype")))?;
-            let dtype = dtype_from_name(dname)
+            let &(dtype, name) = ENCODED_DTYPES
+                .iter()
+                .find(|(_, n)| *n == dname)
                 .ok_or_else(|| ioerr(&format!("{path}.dtype"), IoFault::UnsupportedDtype(dname.to_string())))?;
             let shape: Vec<usize> = v
                 .get("shape")
@@ -202,7 +227,7 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
                         // Kept as given, never wrapped or narrowed into the dtype's bytes.
                         match integer_range(dtype) {
                             Some(range) if !range.contains(&v) => {
-                                Err(ioerr(&at(), IoFault::OutOfRange { value: v, dtype: dtype_name(dtype) }))
+                                Err(ioerr(&at(), IoFault::OutOfRange { value: v, dtype: name }))
                             }
                             _ => Ok(v),
                         }
@@ -313,5 +338,35 @@ mod tests {
         assert!(from_json(&edges, "$").is_ok());
         let bools = json!({"kind": "tensor", "dtype": "bool", "shape": [3], "values": [true, 0, 1]});
         assert!(from_json(&bools, "$").is_ok());
+    }
+
+    #[test]
+    fn the_writer_refuses_what_the_encoding_does_not_hold_and_names_where() {
+        let tensor = |dtype: ScalarType, sizes: Vec<usize>, bytes: usize| {
+            HostValue::Tensor(HostTensor { dtype, sizes, data: vec![0; bytes] })
+        };
+        let unsupported = |name: &str| IoFault::UnsupportedDtype(name.into());
+        assert_eq!(to_json(&tensor(ScalarType::HALF, vec![2], 4)), Err(unsupported("HALF")));
+        assert_eq!(to_json(&tensor(ScalarType::BFLOAT16, vec![2], 4)), Err(unsupported("BFLOAT16")));
+        assert_eq!(to_json(&tensor(ScalarType(100), vec![1], 1)), Err(unsupported("UNKNOWN(100)")));
+        // Bytes that do not fill the shape are refused, not written as fewer values.
+        assert_eq!(
+            to_json(&tensor(ScalarType::FLOAT, vec![2, 2], 15)),
+            Err(IoFault::ByteCount { bytes: 15, expected: 16, shape: vec![2, 2] })
+        );
+        assert_eq!(to_json(&tensor(ScalarType::INT, vec![usize::MAX, 2], 0)), Err(IoFault::ShapeOverflows));
+        // In a list, the refusal names the element.
+        let list = [HostValue::Int(1), tensor(ScalarType::HALF, vec![], 2)];
+        let e = list_to_json(&list, "$.outputs").expect_err("refused");
+        assert_eq!(e.to_string(), "$.outputs[1]: unsupported dtype `HALF`");
+        // Every dtype of the encoding is written under its name and reads back.
+        for (dtype, name) in ENCODED_DTYPES {
+            let v = tensor(dtype, vec![3], 3 * dtype.element_size().expect("sized"));
+            let json = to_json(&v).expect("encodes");
+            assert_eq!(json["dtype"], name);
+            assert_eq!(from_json(&json, "$").expect("reads"), v);
+        }
+        // Reports show what they cannot encode in its place.
+        assert_eq!(list_to_report_json(&list)[1]["kind"], "not_encodable");
     }
 }
