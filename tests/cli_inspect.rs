@@ -110,6 +110,11 @@ fn external_weight_case(dir: &std::path::Path) -> (String, String, String) {
         .expect("a 2-d constant");
     let n: usize = t.sizes.iter().flatten().map(|s| *s as usize).product::<usize>() * 4;
     let weight = loaded.constants[idx][..n].to_vec();
+    let layout = ptecheck::format::TensorLayout {
+        scalar_type: t.scalar_type,
+        sizes: t.sizes.clone().unwrap_or_default(),
+        dim_order: t.dim_order.clone().unwrap_or_default(),
+    };
     t.data_buffer_idx = 0;
     t.extra_tensor_info = Some(ExtraTensorInfo {
         location: TensorDataLocation::EXTERNAL,
@@ -117,7 +122,7 @@ fn external_weight_case(dir: &std::path::Path) -> (String, String, String) {
         ..Default::default()
     });
     let pte = ptecheck::format::write(&p, &loaded.segments, &Default::default()).expect("writes");
-    let ptd = ptecheck::format::write_ptd(&[("linear.weight", None, &weight[..])], 16);
+    let ptd = ptecheck::format::write_ptd(&[("linear.weight", Some(&layout), &weight[..])], 16);
     let (a, b) = (dir.join("ext.pte"), dir.join("ext.ptd"));
     std::fs::write(&a, pte).expect("write");
     std::fs::write(&b, ptd).expect("write");

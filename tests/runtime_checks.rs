@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use ptecheck::format;
+use ptecheck::format::{self, TensorLayout};
 use ptecheck::program::*;
 use ptecheck::program::{SCRATCH_KEY, ScratchSpec};
 use ptecheck::runtime::{CheckError, ErrorCode, check_all_methods, check_method};
@@ -456,5 +456,90 @@ fn working_copies_are_bounded_per_instruction_not_summed_over_a_run() {
     set_templates(&mut method);
     for run in 0..1000 {
         method.execute().unwrap_or_else(|e| panic!("execution {run}: {e}"));
+    }
+}
+
+/// cpu_linear_relu with its 2-d weight moved to a `.ptd` under `linear.weight`, as a constant
+/// (`planned: false`) or in a planned arena of its own (`planned: true`, an external mutable
+/// tensor): the program's bytes, and the weight's layout and bytes.
+fn external_weight(planned: bool) -> (Vec<u8>, TensorLayout, Vec<u8>) {
+    let data = real("cpu_linear_relu");
+    let loaded = format::load(&data).expect("loads");
+    let mut p = loaded.program.clone();
+    let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+    let arenas = plan.non_const_buffer_sizes.clone().unwrap_or_default();
+    let t = plan
+        .values
+        .as_mut()
+        .expect("values")
+        .iter_mut()
+        .find_map(|v| match v {
+            EValue::Tensor(t) if t.data_buffer_idx > 0 && t.sizes.as_ref().is_some_and(|s| s.len() == 2) => Some(t),
+            _ => None,
+        })
+        .expect("a 2-d constant");
+    let sizes = t.sizes.clone().expect("sizes");
+    let n = sizes.iter().map(|s| *s as usize).product::<usize>() * 4;
+    let weight = loaded.constants[t.data_buffer_idx as usize][..n].to_vec();
+    let layout = TensorLayout { scalar_type: t.scalar_type, sizes, dim_order: t.dim_order.clone().unwrap_or_default() };
+    t.data_buffer_idx = 0;
+    t.extra_tensor_info = Some(ExtraTensorInfo {
+        location: TensorDataLocation::EXTERNAL,
+        fully_qualified_name: Some("linear.weight".into()),
+        ..Default::default()
+    });
+    if planned {
+        t.allocation_info =
+            Some(AllocationDetails { memory_id: arenas.len() as u32, memory_offset_low: 0, memory_offset_high: 0 });
+        let mut sizes = arenas;
+        sizes.push(n as i64);
+        plan.non_const_buffer_sizes = Some(sizes);
+    }
+    (format::write(&p, &loaded.segments, &Default::default()).expect("writes"), layout, weight)
+}
+
+/// Runs forward of `program` with `ptd` (if any) on fixed inputs: the outputs, or the error code.
+fn run_with_ptd(program: &[u8], ptd: Option<&[u8]>) -> Result<Vec<ptecheck::runtime::HostValue>, ErrorCode> {
+    use ptecheck::runtime::{HostTensor, HostValue, Session};
+    let loaded = format::load(program).expect("loads");
+    let ptd = ptd.map(|b| format::load_ptd(b).expect("a .ptd"));
+    let rt = ptecheck::backends::default_runtime();
+    let values: Vec<f32> = (0..16).map(|k| k as f32 / 4.0 - 1.5).collect();
+    let inputs = [
+        HostValue::Tensor(HostTensor::f32(vec![2, 8], &values)),
+        HostValue::Tensor(HostTensor::f32(vec![2, 4], &values[..8])),
+    ];
+    Session::new(&loaded, &rt).with_external(ptd.as_ref()).run("forward", Some(&inputs)).map_err(|e| e.code())
+}
+
+#[test]
+fn external_tensors_take_their_bytes_from_the_ptd_entry_of_their_layout() {
+    let original = run_with_ptd(&real("cpu_linear_relu"), None).expect("runs");
+    for planned in [false, true] {
+        let (program, layout, weight) = external_weight(planned);
+        let ptd = |layout: Option<&TensorLayout>, key: &str| format::write_ptd(&[(key, layout, &weight[..])], 16);
+        // Constant or planned, the weight is the .ptd's: the outputs are the original's.
+        assert_eq!(
+            run_with_ptd(&program, Some(&ptd(Some(&layout), "linear.weight"))),
+            Ok(original.clone()),
+            "{planned}"
+        );
+        // Without a .ptd: InvalidState for a constant, InvalidExternalData for a planned tensor
+        // (ExecuTorch's parse_external_constants and getTensorDataPtr).
+        let no_map = if planned { ErrorCode::InvalidExternalData } else { ErrorCode::InvalidState };
+        assert_eq!(run_with_ptd(&program, None), Err(no_map), "{planned}");
+        assert_eq!(run_with_ptd(&program, Some(&ptd(Some(&layout), "other.weight"))), Err(ErrorCode::NotFound));
+        // An entry whose layout is not the tensor's is refused, not reinterpreted.
+        let wrong = [
+            TensorLayout { scalar_type: ScalarType::INT, ..layout.clone() },
+            TensorLayout { sizes: layout.sizes.iter().rev().copied().collect(), ..layout.clone() },
+            TensorLayout { dim_order: vec![1, 0], ..layout.clone() },
+        ];
+        for w in &wrong {
+            let got = run_with_ptd(&program, Some(&ptd(Some(w), "linear.weight")));
+            assert_eq!(got, Err(ErrorCode::InvalidExternalData), "{planned} {w:?}");
+        }
+        // An entry without a layout (ExecuTorch dereferences it unchecked) is refused too.
+        assert_eq!(run_with_ptd(&program, Some(&ptd(None, "linear.weight"))), Err(ErrorCode::InvalidExternalData));
     }
 }

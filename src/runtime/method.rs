@@ -283,33 +283,60 @@ fn build_frame<'a>(
                     .as_ref()
                     .filter(|x| x.location == TensorDataLocation::EXTERNAL)
                     .map(|x| x.fully_qualified_name.clone().unwrap_or_default());
+                // An EXTERNAL tensor's bytes are the `.ptd` entry of its name, whose layout must
+                // be the tensor's (ExecuTorch's getTensorDataPtr and validateTensorLayout).
+                let external_bytes = |fqn: &str, no_map: ErrorCode| -> Result<&[u8], RuntimeError> {
+                    let map =
+                        external.ok_or_else(|| err(i, format!("external tensor `{fqn}` needs a .ptd"), no_map))?;
+                    let e = map
+                        .get(fqn)
+                        .ok_or_else(|| err(i, format!("`{fqn}` is not in the .ptd"), ErrorCode::NotFound))?;
+                    let mismatch = |what: String| err(i, format!("`{fqn}`: {what}"), ErrorCode::InvalidExternalData);
+                    let Some(layout) = &e.layout else {
+                        return Err(mismatch("the .ptd entry has no tensor layout".into()));
+                    };
+                    if layout.scalar_type != t.scalar_type {
+                        return Err(mismatch(format!(
+                            "the .ptd holds {}, the program {}",
+                            layout.scalar_type, t.scalar_type
+                        )));
+                    }
+                    let program_sizes = t.sizes.as_deref().unwrap_or(&[]);
+                    if layout.sizes.as_slice() != program_sizes {
+                        return Err(mismatch(format!(
+                            "the .ptd has sizes {:?}, the program {program_sizes:?}",
+                            layout.sizes
+                        )));
+                    }
+                    if layout.dim_order.as_slice() != dims {
+                        return Err(mismatch(format!(
+                            "the .ptd has dim order {:?}, the program {dims:?}",
+                            layout.dim_order
+                        )));
+                    }
+                    e.data.get(..nbytes).ok_or_else(|| {
+                        mismatch(format!("the .ptd entry has {} bytes, the tensor needs {nbytes}", e.data.len()))
+                    })
+                };
                 let storage = if let Some(a) = &t.allocation_info {
                     let (arena, offset) = ((a.memory_id - 1) as usize, a.offset() as usize);
-                    if t.data_buffer_idx > 0 && external_fqn.is_none() {
-                        let init =
-                            mutable_data.first().and_then(|m| m.get(t.data_buffer_idx as usize)).map(|s| &s[..nbytes]);
-                        if let (Some(src), Some(dst)) =
-                            (init, frame.arenas.get_mut(arena).and_then(|b| b.get_mut(offset..offset + nbytes)))
-                        {
-                            dst.copy_from_slice(src);
+                    // Planned memory filled at load: from the `.ptd` for an EXTERNAL tensor
+                    // (no `.ptd` is InvalidExternalData here), else from its mutable data.
+                    let init = match &external_fqn {
+                        Some(fqn) => Some(external_bytes(fqn, ErrorCode::InvalidExternalData)?),
+                        None if t.data_buffer_idx > 0 => {
+                            mutable_data.first().and_then(|m| m.get(t.data_buffer_idx as usize)).map(|s| &s[..nbytes])
                         }
+                        None => None,
+                    };
+                    if let (Some(src), Some(dst)) =
+                        (init, frame.arenas.get_mut(arena).and_then(|b| b.get_mut(offset..offset + nbytes)))
+                    {
+                        dst.copy_from_slice(src);
                     }
                     Storage::Arena { arena, offset, capacity: nbytes }
-                } else if let Some(fqn) = external_fqn {
-                    let entry = external.ok_or_else(|| {
-                        err(i, format!("external tensor `{fqn}` needs a .ptd"), ErrorCode::InvalidState)
-                    })?;
-                    let e = entry
-                        .get(&fqn)
-                        .ok_or_else(|| err(i, format!("`{fqn}` is not in the .ptd"), ErrorCode::NotFound))?;
-                    if e.data.len() < nbytes {
-                        return Err(err(
-                            i,
-                            format!("`{fqn}` has {} bytes, needs {nbytes}", e.data.len()),
-                            ErrorCode::InvalidExternalData,
-                        ));
-                    }
-                    Storage::Owned(e.data[..nbytes].to_vec())
+                } else if let Some(fqn) = &external_fqn {
+                    Storage::Owned(external_bytes(fqn, ErrorCode::InvalidState)?.to_vec())
                 } else if t.data_buffer_idx > 0 {
                     Storage::Constant(t.data_buffer_idx as usize)
                 } else {
