@@ -907,7 +907,7 @@ fn differential(
             r.elapsed_seconds
         );
         outln!(
-            "valid programs refused: {:?}  crashes {}  hangs {}  garbage {}  unsent (too long) {}  runner starts {}",
+            "valid programs refused: {:?}  crashes {}  hangs {}  garbage {}  unsent {}  runner starts {}",
             r.refused,
             r.crashes,
             r.hangs,
@@ -916,6 +916,19 @@ fn differential(
             r.runner_starts
         );
         outln!("delegate calls executed by the runner: {:?}", r.delegate_calls);
+        if !r.not_generated.is_empty() {
+            outln!(
+                "not generated, the runner did not announce them ({}): {}",
+                r.not_generated.len(),
+                r.not_generated.join(", ")
+            );
+        }
+        if r.unprepared > 0 {
+            outln!("CASES NOT PREPARED: {}", r.unprepared);
+            for x in &r.unprepared_reasons {
+                outln!("  {x}");
+            }
+        }
         for x in &r.refusals {
             outln!("  refused: {x}");
         }
@@ -954,7 +967,13 @@ fn differential(
             }
         }
     }
-    let bad = r.mismatch > 0 || r.crashes > 0 || r.hangs > 0 || r.garbage > 0 || r.unsent > 0 || !r.findings.is_empty();
+    let bad = r.mismatch > 0
+        || r.crashes > 0
+        || r.hangs > 0
+        || r.garbage > 0
+        || r.unsent > 0
+        || r.unprepared > 0
+        || !r.findings.is_empty();
     Ok(if bad { Exit::Failed } else { Exit::Ok })
 }
 

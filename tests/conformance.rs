@@ -73,3 +73,37 @@ fn a_recorded_tolerance_is_enforced() {
     );
     assert_eq!(compare(&t(&[1.0]), &Bound::Any, &t(&[9.0])), Verdict::WithinBound);
 }
+
+#[test]
+fn a_replay_refuses_a_document_it_cannot_compare_faithfully() {
+    use ptecheck::oracle::replay::bound_from_json;
+    use ptecheck::runtime::io::IoFault;
+    use ptecheck::runtime::{ErrorCode, HostTensor, HostValue};
+    use serde_json::json;
+    let bytes = std::fs::read(format!("{}/corpus/real/cpu_add_mul.pte", env!("CARGO_MANIFEST_DIR"))).expect("read");
+    let loaded = ptecheck::format::load(&bytes).expect("loads");
+    let rt = ptecheck::backends::default_runtime();
+    let session = Session::new(&loaded, &rt);
+    let fault = |io: serde_json::Value| {
+        let e = run_expect(&session, &io).expect_err("refused");
+        (e.path, e.fault)
+    };
+    // Nothing recorded: refused, instead of passing having compared nothing.
+    assert_eq!(fault(json!({"methods": {}})), ("$.methods".into(), IoFault::NoRuns));
+    assert_eq!(fault(json!({"methods": {"forward": {"runs": []}}})), ("$.methods".into(), IoFault::NoRuns));
+    // A skipped method with more input lists than output lists: no run is dropped unread.
+    let x = json!({"kind": "tensor", "dtype": "float32", "shape": [2, 3], "values": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]});
+    let skipped = json!({"methods": {"forward": {"status": "skipped",
+        "inputs_that_would_be_used": [[x, x], [x, x]], "eager_torch_outputs": [[x]]}}});
+    assert_eq!(fault(skipped), ("$.methods.forward".into(), IoFault::SkippedRuns { inputs: 2, outputs: 1 }));
+    // A tolerance is read by its value, not by which key is present.
+    assert!(bound_from_json(&json!({"any": true}), "$.t").is_ok());
+    let any_false = bound_from_json(&json!({"any": false}), "$.t").expect_err("refused");
+    assert_eq!((any_false.path.as_str(), any_false.fault), ("$.t.any", IoFault::Not("true")));
+    assert!(bound_from_json(&json!({"exact": "yes"}), "$.t").is_err());
+    // Inputs are exactly the method's: a third one is not dropped.
+    let t = HostValue::Tensor(HostTensor::f32(vec![2, 3], &[1.0; 6]));
+    assert!(session.run("forward", Some(&[t.clone(), t.clone()])).is_ok());
+    let three = session.run("forward", Some(&[t.clone(), t.clone(), t])).expect_err("refused");
+    assert_eq!(three.code(), ErrorCode::InvalidArgument, "{three}");
+}

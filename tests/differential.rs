@@ -335,6 +335,39 @@ fn the_generator_keeps_to_what_the_runner_announced() {
     assert!(backends.iter().all(|b| b == "XnnpackBackend"), "{backends:?}");
     assert!(!backends.is_empty());
     assert!(OpKind::iter().count() > allowed.len());
+    // What is left out is reported, one entry per operator, backend and feature.
+    let left = ptecheck::oracle::differential::not_announced(&opts.config, &hello);
+    let ops_left = left.iter().filter(|x| x.starts_with("op:")).count();
+    assert_eq!(ops_left, OpKind::iter().count() - allowed.len(), "{left:?}");
+    assert!(left.contains(&"backend:demo".to_string()) && !left.contains(&"backend:XnnpackBackend".to_string()));
+    assert!(left.iter().any(|x| x.starts_with("feature:")), "{left:?}");
+    // A hello that misspells `operators` leaves every operator out, in plain sight.
+    let misspelled: ptecheck::runner::Hello = serde_json::from_str(
+        r#"{"protocol": 1, "name": "x", "version": "0", "backends": [], "operator": ["aten::add.out"]}"#,
+    )
+    .expect("a hello");
+    let left = ptecheck::oracle::differential::not_announced(&opts.config, &misspelled);
+    assert_eq!(left.iter().filter(|x| x.starts_with("op:")).count(), OpKind::iter().count());
+}
+
+#[test]
+fn a_case_that_cannot_be_prepared_is_a_failure_with_its_reason() {
+    // The work directory lies under a regular file: no case's program can be written.
+    let temp = tmp("unprepared");
+    let file = temp.path().join("a-file");
+    std::fs::write(&file, b"").expect("write");
+    let opts = DiffOptions {
+        campaign: CampaignOptions { cases: 3, ..CampaignOptions::default() },
+        runner: runner(""),
+        workdir: file.join("work"),
+        out: temp.path().join("out"),
+        negative: false,
+        shrink_budget: 0,
+        max_reproducers: 0,
+    };
+    let r = run(&opts, &mut |_, _| {}).expect("runner starts");
+    assert_eq!((r.cases, r.unprepared), (0, 3), "{r:?}");
+    assert!(r.unprepared_reasons[0].contains("cannot write"), "{:?}", r.unprepared_reasons);
 }
 
 #[test]
@@ -619,5 +652,25 @@ fn a_value_the_encoding_does_not_hold_is_refused_by_its_writer_not_written_short
             assert!(message.starts_with("$.outputs[0]: unsupported dtype `HALF`"), "{message}");
         }
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_reply_that_is_not_utf8_or_both_outputs_and_error_is_garbage() {
+    // A scripted runner: its hello, then for each request one of the two bad replies (a reply
+    // line with invalid UTF-8 inside a string, read lossily it would parse as a valid error;
+    // a reply with both members, one of which would have been dropped).
+    let hello = r#"{"hello":{"protocol":1,"name":"scripted","version":"0"}}"#;
+    let bad_utf8 = r#"{"id":0,"error":"bad \377 byte","stage":"execute"}"#;
+    let both = r#"{"id":0,"outputs":[],"error":"and failed","stage":"execute"}"#;
+    for (reply, why) in [(bad_utf8, "not UTF-8"), (both, "both `outputs` and `error`")] {
+        let cmd = format!("printf '%s\\n' '{hello}'; read -r line; printf '{reply}\\n'; sleep 5");
+        let mut r = Runner::start(RunnerConfig::new(cmd)).expect("starts");
+        let mut req = request(&mut r, "cpu_add_mul");
+        req.id = 0;
+        match &r.run(&[req])[0] {
+            Outcome::Garbage { why: got, .. } => assert!(got.contains(why), "{got}"),
+            other => panic!("{why}: {other:?}"),
+        }
     }
 }

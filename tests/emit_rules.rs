@@ -1240,6 +1240,25 @@ fn shapes_a_pte_cannot_hold_are_refused_by_the_type_check_naming_where() {
     let b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1 << 30, 1 << 30, 2])]);
     let i = b.input(0);
     assert!(typed(b.finish(&[i])).expect_err("too many elements").detail.contains("more than"));
+    // A constant value its dtype does not hold is refused, not truncated, saturated or
+    // rounded to infinity by the emitter.
+    for (dtype, values) in [
+        (Dtype::I64, vec![2.0, 1.5]),
+        (Dtype::I64, vec![0.0, 1e300]),
+        (Dtype::Bool, vec![1.0, 0.5]),
+        (Dtype::F32, vec![0.0, 1e39]),
+    ] {
+        let c = ptecheck::ir::ConstTensor { dtype, shape: vec![2], values };
+        let b = GraphBuilder::new(vec![c], vec![x()]);
+        let i = b.input(0);
+        let e = typed(b.finish(&[i])).expect_err("a value outside the dtype");
+        assert_eq!(e.path, "methods[0].graph.constants[0].values[1]", "{dtype:?}: {e}");
+    }
+    for (dtype, values) in [(Dtype::I64, vec![-9.223372036854776e18, 4.0]), (Dtype::Bool, vec![0.0, 1.0])] {
+        let b = GraphBuilder::new(vec![ptecheck::ir::ConstTensor { dtype, shape: vec![2], values }], vec![x()]);
+        let i = b.input(0);
+        assert!(typed(b.finish(&[i])).is_ok(), "{dtype:?}");
+    }
 }
 
 #[test]

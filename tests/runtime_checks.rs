@@ -543,3 +543,25 @@ fn external_tensors_take_their_bytes_from_the_ptd_entry_of_their_layout() {
         assert_eq!(run_with_ptd(&program, Some(&ptd(None, "linear.weight"))), Err(ErrorCode::InvalidExternalData));
     }
 }
+
+#[test]
+fn an_output_with_no_host_form_is_refused_not_given_as_none() {
+    use ptecheck::runtime::{HostTensor, HostValue, Session};
+    let data = real("cpu_add_mul");
+    let loaded = format::load(&data).expect("loads");
+    let mut p = loaded.program.clone();
+    let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+    let values = plan.values.as_mut().expect("values");
+    values.push(EValue::String(Some("not a tensor".into())));
+    values.push(EValue::Null);
+    let (string, none) = (values.len() as i32 - 2, values.len() as i32 - 1);
+    let rt = ptecheck::backends::default_runtime();
+    let x = HostValue::Tensor(HostTensor::f32(vec![2, 3], &[1.0; 6]));
+    for (outputs, want) in [(vec![none], Ok(vec![HostValue::None])), (vec![string], Err(ErrorCode::NotSupported))] {
+        p.execution_plan.as_mut().expect("plans")[0].outputs = Some(outputs);
+        let bytes = format::write(&p, &loaded.segments, &Default::default()).expect("writes");
+        let l = format::load(&bytes).expect("loads");
+        let got = Session::new(&l, &rt).run("forward", Some(&[x.clone(), x.clone()])).map_err(|e| e.code());
+        assert_eq!(got, want);
+    }
+}

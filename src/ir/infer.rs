@@ -450,6 +450,17 @@ fn representable(t: &ValueType, path: impl FnOnce() -> String) -> Result<(), IrE
     Ok(())
 }
 
+/// Whether `v` is a value of `dtype`: a float32 (finite values stay finite), an integer that
+/// int64 holds, or 0 or 1 for bool.
+fn holds(dtype: Dtype, v: f64) -> bool {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    match dtype {
+        Dtype::F32 => !v.is_finite() || (v as f32).is_finite(),
+        Dtype::I64 => v.fract() == 0.0 && (-TWO_63..TWO_63).contains(&v),
+        Dtype::Bool => v == 0.0 || v == 1.0,
+    }
+}
+
 /// Types of every ref of a graph (constants, inputs, node outputs), each one a `.pte` can hold.
 pub fn graph_types(g: &Graph, modules: &[LoweredModule], path: &str) -> Result<Vec<ValueType>, IrError> {
     graph_types_in(g, &Callees::new(modules), path)
@@ -462,6 +473,14 @@ fn graph_types_in(g: &Graph, callees: &Callees<'_>, path: &str) -> Result<Vec<Va
             return Err(err(
                 &format!("{path}.constants[{i}]"),
                 format!("{} values for shape {:?}", c.values.len(), c.shape),
+            ));
+        }
+        // Every value is one of its dtype (the emitter and the interpreter convert it as it is;
+        // nothing is truncated, saturated or rounded to infinity on the way).
+        if let Some((k, v)) = c.values.iter().enumerate().find(|(_, v)| !holds(c.dtype, **v)) {
+            return Err(err(
+                &format!("{path}.constants[{i}].values[{k}]"),
+                format!("{v} is not a value of {:?}", c.dtype),
             ));
         }
         let t = ValueType::tensor(c.dtype, c.shape.clone());

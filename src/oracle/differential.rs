@@ -97,7 +97,7 @@ pub struct RunnerFailure {
     pub method: String,
     /// Which emission.
     pub shared: bool,
-    /// `crash`, `hang`, `garbage`, `no_runner` or `too_long` (not sent).
+    /// `crash`, `hang`, `garbage`, `no_runner`, or `too_long` / `unencodable` (not sent).
     pub outcome: String,
     /// Signal or exit status and the last line of the runner's stderr.
     pub detail: String,
@@ -110,6 +110,9 @@ pub struct RunnerFailure {
 pub struct DiffReport {
     /// The runner's hello.
     pub runner: Value,
+    /// What the configuration could generate but no case used, because the runner did not
+    /// announce its kernel or backend ([`not_announced`]).
+    pub not_generated: Vec<String>,
     /// Cases run.
     pub cases: u64,
     /// Method runs (requests on valid programs).
@@ -131,8 +134,13 @@ pub struct DiffReport {
     /// Requests answered with garbage.
     pub garbage: u64,
     /// Requests not sent, corruptions included: their line is longer than the protocol's
-    /// [`MAX_LINE`].
+    /// [`MAX_LINE`], or it cannot be written in the protocol (`unencodable`).
     pub unsent: u64,
+    /// Cases (or corruptions) that could not be prepared: the generated program does not emit
+    /// or evaluate, or its file cannot be written. Each is a failure of the campaign.
+    pub unprepared: u64,
+    /// Why, for the first few.
+    pub unprepared_reasons: Vec<String>,
     /// Runner processes started.
     pub runner_starts: u64,
     /// Corruptions sent (negative).
@@ -177,6 +185,26 @@ pub fn restrict(cfg: &GenConfig, hello: &crate::runner::Hello) -> GenConfig {
     c
 }
 
+/// What `cfg` could generate that [`restrict`] takes out because the runner did not announce it:
+/// `op:NAME (KERNEL)`, `backend:ID`, `feature:NAME`. A campaign reports it, so a runner whose
+/// hello lacks (or misspells) `operators` is seen to leave most of ptecheck untested.
+pub fn not_announced(cfg: &GenConfig, hello: &crate::runner::Hello) -> Vec<String> {
+    let kept = restrict(cfg, hello);
+    let ops = OpKind::iter()
+        .filter(|k| cfg.allows_op(*k) && !kept.allows_op(*k))
+        .map(|k| format!("op:{} ({})", k.name(), k.qualified_kernel()));
+    let backends = crate::backends::default_backends()
+        .iter()
+        .map(|b| b.id().to_string())
+        .filter(|id| cfg.allows_backend(id) && !kept.allows_backend(id))
+        .map(|id| format!("backend:{id}"))
+        .collect::<Vec<_>>();
+    let features = Switch::iter()
+        .filter(|s| cfg.features.on(*s) && !kept.features.on(*s))
+        .map(|s| format!("feature:{}", s.name()));
+    ops.chain(backends).chain(features).collect()
+}
+
 /// A case and everything the runner needs for it.
 struct Prepared {
     g: Generated,
@@ -201,13 +229,14 @@ impl Drop for Prepared {
     }
 }
 
-fn prepare(g: Generated, dir: &Path, _tag: &str) -> Option<Prepared> {
-    let runs = eager_runs(&g).ok()?;
-    let e = emit_both(&g, true).ok()?;
+fn prepare(g: Generated, dir: &Path, _tag: &str) -> Result<Prepared, String> {
+    let runs = eager_runs(&g).map_err(|e| format!("the eager interpreter fails: {e}"))?;
+    let e = emit_both(&g, true).map_err(|e| format!("does not emit: {e}"))?;
     let (shared, unshared) = (fresh(dir, "shared"), fresh(dir, "unshared"));
-    std::fs::write(&shared, &e.shared).ok()?;
-    std::fs::write(&unshared, &e.unshared).ok()?;
-    Some(Prepared { g, runs, shared, unshared, shared_bytes: e.shared })
+    for (path, bytes) in [(&shared, &e.shared), (&unshared, &e.unshared)] {
+        std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(Prepared { g, runs, shared, unshared, shared_bytes: e.shared })
 }
 
 /// The requests of a case: every method, on both emissions.
@@ -234,7 +263,7 @@ fn verdict(run: &Run, got: &[HostValue]) -> Verdict {
 
 /// Whether the case mismatches in the runner (for shrinking).
 fn mismatches(g: Generated, dir: &Path, runner: &mut Runner) -> bool {
-    let Some(p) = prepare(g, dir, "shrink") else { return false };
+    let Ok(p) = prepare(g, dir, "shrink") else { return false };
     let reqs = requests(&p, runner);
     let outs = runner.run(&reqs.iter().map(|r| r.2.clone()).collect::<Vec<_>>());
     reqs.iter().zip(&outs).any(|((_, name, _), o)| match o {
@@ -396,7 +425,15 @@ fn negative_case(
             continue;
         };
         let path = fresh(&opts.workdir, &format!("neg{i}"));
-        write(&path, &bytes);
+        // A corruption whose file cannot be written is not sent (the runner's "cannot read"
+        // would pass for a rejection) and is counted as a case not prepared.
+        if let Err(e) = std::fs::write(&path, &bytes) {
+            report.unprepared += 1;
+            if report.unprepared_reasons.len() < 20 {
+                report.unprepared_reasons.push(format!("case {case}: cannot write {}: {e}", path.display()));
+            }
+            continue;
+        }
         files.push((c.clone(), method.clone(), path, bytes, ours));
     }
     let reqs: Vec<Request> = files
@@ -465,10 +502,13 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
     let start = Instant::now();
     let mut runner = Runner::start(opts.runner.clone())?;
     let _ = std::fs::create_dir_all(&opts.workdir);
-    let mut report =
-        DiffReport { runner: serde_json::to_value(runner.hello()).unwrap_or_default(), ..Default::default() };
-    let mut found: BTreeMap<(String, String), Finding> = BTreeMap::new();
     let c = &opts.campaign;
+    let mut report = DiffReport {
+        runner: serde_json::to_value(runner.hello()).unwrap_or_default(),
+        not_generated: not_announced(&c.config, runner.hello()),
+        ..Default::default()
+    };
+    let mut found: BTreeMap<(String, String), Finding> = BTreeMap::new();
     let (shard, shards) = (c.shard.0, c.shard.1.max(1));
     let cases: Vec<u64> = match c.only_case {
         Some(k) => vec![k],
@@ -479,9 +519,15 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
         let cfg = restrict(&case_config(c, case), runner.hello());
         let bytes = case_input(c.seed, case);
         let g = generate(&cfg, &mut Unstructured::new(&bytes), None);
-        let Some(p) = prepare(g, &opts.workdir, "case") else {
-            report.refusals.push(format!("case {case}: does not emit or evaluate"));
-            continue;
+        let p = match prepare(g, &opts.workdir, "case") {
+            Ok(p) => p,
+            Err(why) => {
+                report.unprepared += 1;
+                if report.unprepared_reasons.len() < 20 {
+                    report.unprepared_reasons.push(format!("case {case}: {why}"));
+                }
+                continue;
+            }
         };
         report.cases += 1;
         let reqs = requests(&p, &mut runner);
@@ -547,7 +593,7 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
                     // The first one is shrunk, with the runner in the loop.
                     let small = shrink(&cfg, &bytes, &opts.workdir, &mut runner, opts.shrink_budget);
                     let g = generate(&cfg, &mut Unstructured::new(&small), None);
-                    if let Some(sp) = prepare(g, &opts.workdir, "shrunk") {
+                    if let Ok(sp) = prepare(g, &opts.workdir, "shrunk") {
                         let reqs = requests(&sp, &mut runner);
                         let outs = runner.run(&reqs.iter().map(|r| r.2.clone()).collect::<Vec<_>>());
                         let mismatching = reqs.iter().zip(outs).find(|((_, name, _), o)| match o {

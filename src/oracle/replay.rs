@@ -30,11 +30,16 @@ pub fn bound_to_json(b: &Bound) -> Value {
 
 /// Reads a tolerance.
 pub fn bound_from_json(v: &Value, path: &str) -> Result<Bound, IoError> {
-    if v.get("exact").is_some() {
-        return Ok(Bound::Exact);
-    }
-    if v.get("any").is_some() {
-        return Ok(Bound::Any);
+    // `{"exact": true}` and `{"any": true}`; any other value of theirs is refused, not read
+    // by the key alone (`{"any": false}` is not a licence to accept anything).
+    for (key, bound) in [("exact", Bound::Exact), ("any", Bound::Any)] {
+        if let Some(x) = v.get(key) {
+            return if x.as_bool() == Some(true) {
+                Ok(bound)
+            } else {
+                Err(ioerr(&format!("{path}.{key}"), IoFault::Not("true")))
+            };
+        }
     }
     if let Some(a) = v.get("abs").and_then(Value::as_array) {
         return a
@@ -157,6 +162,9 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
                 .get("eager_torch_outputs")
                 .and_then(Value::as_array)
                 .ok_or_else(|| ioerr(&path, IoFault::Skipped("eager_torch_outputs")))?;
+            if i.len() != o.len() {
+                return Err(ioerr(&path, IoFault::SkippedRuns { inputs: i.len(), outputs: o.len() }));
+            }
             let runs = i.iter().zip(o).map(|(inputs, outputs)| Recorded { inputs, outputs, tolerance: None }).collect();
             (runs, "eager_torch")
         } else {
@@ -221,6 +229,11 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
             };
             out.push(o);
         }
+    }
+    // Every recorded run has one outcome; a document that records none would pass having
+    // compared nothing.
+    if out.is_empty() {
+        return Err(ioerr("$.methods", IoFault::NoRuns));
     }
     Ok(out)
 }

@@ -164,6 +164,8 @@ pub struct RunnerStats {
 enum Line {
     Text(String),
     TooLong,
+    /// A line that is not UTF-8 (shown replaced), and why.
+    NotUtf8(String, String),
 }
 
 struct Proc {
@@ -211,10 +213,11 @@ impl Proc {
             let mut r = BufReader::new(stdout);
             let mut buf = Vec::new();
             while let Ok(Some(too_long)) = read_line_bounded(&mut r, MAX_LINE, &mut buf) {
-                let line = if too_long {
-                    Line::TooLong
-                } else {
-                    Line::Text(String::from_utf8_lossy(&buf).trim_end_matches('\r').to_string())
+                // The protocol's lines are UTF-8: one that is not is never read as if it were.
+                let line = match std::str::from_utf8(&buf) {
+                    _ if too_long => Line::TooLong,
+                    Ok(text) => Line::Text(text.trim_end_matches('\r').to_string()),
+                    Err(e) => Line::NotUtf8(String::from_utf8_lossy(&buf).into_owned(), e.to_string()),
                 };
                 if tx.send(line).is_err() {
                     break;
@@ -323,6 +326,10 @@ impl Runner {
                 p.kill();
                 Err(no_hello("first line is over-long".into(), &p))
             }
+            Ok(Line::NotUtf8(l, why)) => {
+                p.kill();
+                Err(no_hello(format!("first line is not UTF-8 ({why}): {}", short(&l)), &p))
+            }
             Err(RecvTimeoutError::Timeout) => {
                 p.kill();
                 Err(no_hello(format!("nothing within {:?}", cfg.start_timeout), &p))
@@ -430,6 +437,9 @@ impl Runner {
                     why: format!("a line longer than {MAX_LINE} bytes"),
                     stderr: p.stderr_tail(),
                 },
+                Ok(Line::NotUtf8(l, why)) => {
+                    Outcome::Garbage { line: short(&l), why: format!("not UTF-8 ({why})"), stderr: p.stderr_tail() }
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     let stderr = p.stderr_tail();
                     p.kill();

@@ -169,6 +169,9 @@ impl Reply {
     pub fn parse(line: &str) -> Result<(u64, Reply), Garbage> {
         let v: Value = serde_json::from_str(line).map_err(|e| Garbage(format!("not JSON ({e})")))?;
         let id = v.get("id").and_then(Value::as_u64).ok_or_else(|| Garbage("no integer `id`".into()))?;
+        if v.get("outputs").is_some() && v.get("error").is_some() {
+            return Err(Garbage("both `outputs` and `error`".into()));
+        }
         if let Some(outs) = v.get("outputs") {
             let outs = outs
                 .as_array()

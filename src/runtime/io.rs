@@ -68,9 +68,28 @@ pub enum IoFault {
         /// The tensor's dtype name.
         dtype: &'static str,
     },
+    /// A finite float element outside what its dtype holds (it is refused, not read as ±inf).
+    #[error("{value} is not a value of {dtype}")]
+    FloatOutOfRange {
+        /// The element, as written.
+        value: String,
+        /// The tensor's dtype name.
+        dtype: &'static str,
+    },
     /// A tolerance of another form than the four an io.json may hold.
     #[error("a tolerance is {{exact}}, {{abs: [..]}}, {{may_differ: [..]}} or {{any}}")]
     Tolerance,
+    /// A skipped method records a different number of input lists and output lists.
+    #[error("{inputs} runs in `inputs_that_would_be_used`, {outputs} in `eager_torch_outputs`")]
+    SkippedRuns {
+        /// Input lists.
+        inputs: usize,
+        /// Output lists.
+        outputs: usize,
+    },
+    /// The document records no run at all (replaying it would compare nothing).
+    #[error("no recorded run")]
+    NoRuns,
     /// A skipped method lacks what a skip records (`inputs_that_would_be_used`, `eager_torch_outputs`).
     #[error("skipped method without {0}")]
     Skipped(&'static str),
@@ -210,7 +229,16 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
                     .iter()
                     .enumerate()
                     .map(|(i, x)| {
-                        float_from(x).ok_or_else(|| ioerr(&format!("{path}.values[{i}]"), IoFault::Not("a number")))
+                        let at = || format!("{path}.values[{i}]");
+                        let v = float_from(x).ok_or_else(|| ioerr(&at(), IoFault::Not("a number")))?;
+                        // A finite value float32 cannot hold is refused, not read as ±inf.
+                        if dtype == ScalarType::FLOAT && v.is_finite() && (v as f32).is_infinite() {
+                            return Err(ioerr(
+                                &at(),
+                                IoFault::FloatOutOfRange { value: format!("{v:e}"), dtype: name },
+                            ));
+                        }
+                        Ok(v)
                     })
                     .collect::<Result<_, _>>()?;
                 encode_f64(dtype, &f).map_err(|_| ioerr(path, IoFault::CannotEncode))?
@@ -316,6 +344,11 @@ mod tests {
                 json!({"kind": "tensor", "dtype": "bool", "shape": [2], "values": [true, 2]}),
                 "$.x.values[1]",
                 IoFault::OutOfRange { value: 2, dtype: "bool" },
+            ),
+            (
+                json!({"kind": "tensor", "dtype": "float32", "shape": [2], "values": [3.4e38, 1e39]}),
+                "$.x.values[1]",
+                IoFault::FloatOutOfRange { value: "1e39".into(), dtype: "float32" },
             ),
             (
                 json!({"kind": "tensor", "dtype": "int32", "shape": [u64::MAX, 4], "values": []}),

@@ -599,19 +599,26 @@ impl<'a> Method<'a> {
         Ok(pc + 1)
     }
 
-    /// The user outputs, copied out.
+    /// The user outputs, copied out. An output of a kind with no host form (a list or a
+    /// string) is refused with NotSupported, never given as None.
     pub fn outputs(&self) -> Result<Vec<HostValue>, RuntimeError> {
+        let refused = |v: i32, detail: String, code: ErrorCode| RuntimeError::Value {
+            method: self.name.clone(),
+            value: v as usize,
+            detail,
+            code,
+        };
         self.plan
             .outputs
             .iter()
             .flatten()
             .map(|&v| {
-                self.frame.host_value(v as usize).map_err(|e| RuntimeError::Value {
-                    method: self.name.clone(),
-                    value: v as usize,
-                    detail: e.detail,
-                    code: e.code,
-                })
+                let kind = self.frame.value(v as usize).map_err(|e| refused(v, e.detail, e.code))?;
+                if !matches!(kind, Value::None | Value::Int(_) | Value::Bool(_) | Value::Double(_) | Value::Tensor(_)) {
+                    let detail = format!("an output of kind {}, which has no host form", kind.kind());
+                    return Err(refused(v, detail, ErrorCode::NotSupported));
+                }
+                self.frame.host_value(v as usize).map_err(|e| refused(v, e.detail, e.code))
             })
             .collect()
     }

@@ -56,8 +56,17 @@ impl<'s, 'a> Session<'s, 'a> {
     }
 
     /// Sets the inputs of a loaded method (`None`: zero-filled, at each input's declared shape),
-    /// executes it once and copies its outputs out.
+    /// executes it once and copies its outputs out. Given inputs must be exactly the method's,
+    /// as ExecuTorch's `set_inputs` takes them (else InvalidArgument): none is dropped.
     pub fn execute(method: &mut Method<'_>, inputs: Option<&[HostValue]>) -> Result<Vec<HostValue>, RuntimeError> {
+        if let Some(given) = inputs.filter(|g| g.len() != method.num_inputs()) {
+            return Err(RuntimeError::Input {
+                method: method.name().to_string(),
+                index: given.len().min(method.num_inputs()),
+                code: super::ErrorCode::InvalidArgument,
+                detail: format!("{} inputs given, the method takes {}", given.len(), method.num_inputs()),
+            });
+        }
         for i in 0..method.num_inputs() {
             let v = match inputs {
                 Some(given) => given.get(i).cloned().unwrap_or(HostValue::None),
