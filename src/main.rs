@@ -181,8 +181,9 @@ struct RunArgs {
     /// Print delegate init/execute/destroy counts.
     #[arg(long)]
     trace: bool,
-    /// Run every recorded run of NAME.io.json and compare.
-    #[arg(long)]
+    /// Run every recorded run of NAME.io.json and compare (the document names the methods and
+    /// their inputs, so --method and --inputs are refused with it).
+    #[arg(long, conflicts_with_all = ["inputs", "method"])]
     expect: Option<PathBuf>,
     /// Instructions one execute may run.
     #[arg(long, default_value_t = ptecheck::runtime::DEFAULT_INSTRUCTION_BUDGET)]
@@ -215,8 +216,9 @@ struct EmitArgs {
     /// Allow while_loop (lowered as P12).
     #[arg(long)]
     allow_while: bool,
-    /// Print the saved-program JSON instead of emitting.
-    #[arg(long)]
+    /// Print the saved-program JSON instead of emitting (nothing is emitted, so the emission
+    /// options are refused with it).
+    #[arg(long, conflicts_with_all = ["output", "listing", "no_share", "inline_delegates", "allow_while"])]
     save_json: bool,
     /// Print the emitted program's listing (values, instructions, delegates).
     #[arg(long)]
@@ -416,26 +418,44 @@ fn inspect(a: InspectArgs) -> CmdResult {
                 continue;
             }
         };
-        if files.len() > 1 && !a.json && !a.dot {
-            outln!("== {}", path.display());
+        // With several files every document names its file (a JSON document gets a `file`
+        // member, a refused file a `{file, error}` document of its own, a graph a comment), so
+        // no report can be taken for another file's.
+        let several = files.len() > 1;
+        let named = |mut v: serde_json::Value| {
+            if let (true, Some(o)) = (several, v.as_object_mut()) {
+                o.insert("file".into(), json!(path.display().to_string()));
+            }
+            pretty(&v)
+        };
+        match (several, a.json, a.dot) {
+            (true, false, false) => outln!("== {}", path.display()),
+            (true, false, true) => outln!("// == {}", path.display()),
+            _ => {}
         }
+        let refused = |e: String| {
+            eprintln!("error: {e} ({})", path.display());
+            if several && a.json {
+                outln!("{}", named(json!({"error": e})));
+            }
+        };
         if is_ptd(&bytes) {
             match format::load_ptd(&bytes) {
-                Ok(ptd) if a.json => outln!("{}", pretty(&ptecheck::inspect::ptd_json(&ptd))),
+                Ok(ptd) if a.json => outln!("{}", named(ptecheck::inspect::ptd_json(&ptd))),
                 Ok(ptd) => out!("{}", ptecheck::inspect::ptd_text(&ptd)),
                 Err(e) => {
-                    eprintln!("error: {e} ({})", path.display());
+                    refused(e.to_string());
                     status = Exit::Rejected;
                 }
             }
             continue;
         }
         match format::load(&bytes) {
-            Ok(loaded) if a.json => outln!("{}", pretty(&ptecheck::inspect::to_json(&loaded))),
+            Ok(loaded) if a.json => outln!("{}", named(ptecheck::inspect::to_json(&loaded))),
             Ok(loaded) if a.dot => out!("{}", ptecheck::inspect::to_dot(&loaded)),
             Ok(loaded) => out!("{}", ptecheck::inspect::to_text(&loaded)),
             Err(e) => {
-                eprintln!("error: {e} ({})", path.display());
+                refused(e.to_string());
                 status = Exit::Rejected;
             }
         }

@@ -340,3 +340,45 @@ fn inspect_lists_xnnpack_blob_values_nodes_and_constants() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert!(v["delegates_resolved"]["forward"][0]["xnnpack"].is_null());
 }
+
+#[test]
+fn flags_a_command_would_ignore_are_refused_as_usage_errors() {
+    let pte = corpus("cpu_add_mul");
+    let io = format!("{}/corpus/real/cpu_add_mul.io.json", env!("CARGO_MANIFEST_DIR"));
+    // --expect replays the document's methods and inputs: --method and --inputs would be ignored.
+    for extra in [["--method", "forward"], ["--inputs", io.as_str()]] {
+        let out = bin().args(["run", &pte, "--expect", &io]).args(extra).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"), "{extra:?}");
+    }
+    // --save-json prints JSON and emits nothing: -o and --listing would be ignored.
+    let dir = tmp("save-json");
+    let out_pte = dir.path().join("x.pte").display().to_string();
+    for extra in [vec!["-o", out_pte.as_str()], vec!["--listing"]] {
+        let example = ptecheck::generator::examples::EXAMPLES[0];
+        let out = bin().args(["emit", "--example", example, "--save-json"]).args(&extra).output().expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(!dir.path().join("x.pte").exists());
+}
+
+#[test]
+fn inspecting_several_files_as_json_names_the_file_of_every_document() {
+    let dir = tmp("several");
+    let good = std::fs::read(corpus("cpu_add_mul")).expect("read");
+    std::fs::write(dir.path().join("a-bad.pte"), &good[..100]).expect("write");
+    std::fs::write(dir.path().join("b-good.pte"), &good).expect("write");
+    let out = bin().args(["inspect", "--json", &dir.path().display().to_string()]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2), "one file is refused");
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("json documents");
+    assert_eq!(docs.len(), 2, "a refused file has a document too");
+    assert!(docs[0]["file"].as_str().is_some_and(|f| f.ends_with("a-bad.pte")) && docs[0]["error"].is_string());
+    assert!(docs[1]["file"].as_str().is_some_and(|f| f.ends_with("b-good.pte")) && docs[1]["error"].is_null());
+    // One file: the document is as before, without a `file` member.
+    let one = bin().args(["inspect", "--json", &corpus("cpu_add_mul")]).output().expect("runs");
+    let v: serde_json::Value = serde_json::from_slice(&one.stdout).expect("json");
+    assert!(v.get("file").is_none());
+}

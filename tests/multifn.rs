@@ -374,3 +374,31 @@ fn compiled_bundles_are_cached_by_index_and_weights_together() {
     let (_, other) = load_all(&emitted.to_bytes().expect("writes"), &rt, &mf).expect("runs");
     assert_ne!(other, first, "other weights, other outputs");
 }
+
+#[test]
+fn a_bundle_function_with_more_or_fewer_weight_references_than_constants_is_refused() {
+    let dir = tmpdir("weight-refs");
+    let dir = dir.path();
+    let emitted = emit(&multifunction(true), &EmitOptions::default()).expect("emits");
+    let named = emitted.program.named_data.clone().unwrap_or_default();
+    let index = named
+        .iter()
+        .find(|n| n.key.as_deref().is_some_and(|k| k.ends_with("/model.json")))
+        .expect("a bundle index")
+        .segment_index as usize;
+    for edit in [-1i32, 1] {
+        let mut e = emitted.clone();
+        let mut doc: serde_json::Value = serde_json::from_slice(&e.segment_data[index]).expect("json");
+        let function = doc["functions"].as_object_mut().expect("functions").values_mut().next().expect("a function");
+        // One reference fewer, or one constant fewer (so one reference more than constants).
+        let list = if edit < 0 { &mut function["weights"] } else { &mut function["graph"]["constants"] };
+        list.as_array_mut().expect("a list").pop();
+        // Padded with JSON whitespace to the segment's recorded size.
+        let mut edited = serde_json::to_vec(&doc).expect("json");
+        edited.resize(e.segment_data[index].len(), b' ');
+        e.segment_data[index] = edited;
+        let (rt, mf) = runtime(true, dir, "all");
+        let err = load_all(&e.to_bytes().expect("writes"), &rt, &mf).expect_err("refused");
+        assert!(err.to_string().contains("weight references for"), "{edit}: {err}");
+    }
+}

@@ -102,6 +102,17 @@ fn legacy_inline_constants_resolve_from_constant_buffer() {
     assert!(loaded.header.is_none());
     assert_eq!(loaded.constant_source, format::ConstantSource::InlineBuffer);
     assert_eq!(loaded.constants.iter().map(|c| c.len()).collect::<Vec<_>>(), vec![0, 128, 16, 4]);
+    // A constant segment holding only the placeholder offset is empty: the inline buffers are
+    // still the constants (ExecuTorch's Program::load takes its inline branch unless there are
+    // two offsets or more), not dropped.
+    for offsets in [vec![], vec![0]] {
+        let mut p = loaded.program.clone();
+        p.constant_segment = Some(pte::program::SubsegmentOffsets { segment_index: 0, offsets: Some(offsets.clone()) });
+        let bytes = format::write(&p, &[], &format::WriteOptions::default()).expect("writes");
+        let again = format::load(&bytes).expect("loads");
+        assert_eq!(again.constant_source, format::ConstantSource::InlineBuffer, "{offsets:?}");
+        assert_eq!(again.constants, loaded.constants, "{offsets:?}");
+    }
 }
 
 #[test]

@@ -172,7 +172,9 @@ fn program() -> impl Strategy<Value = (Program, Vec<Vec<u8>>)> {
     (
         any::<u32>(),
         option::of(vec(plan(), 0..3)),
-        option::of(small(option::of(bytes()).prop_map(|storage| Buffer { storage }))),
+        // Inline constants are the program's constants (the placeholder-only constant segment
+        // below leaves them in use), so each has its storage: one without is refused at load.
+        option::of(small(bytes().prop_map(|b| Buffer { storage: Some(b) }))),
         option::of(small(bytes())),
         vec((vec(any::<u8>(), 0..300), prop_oneof![Just(1u64), Just(16), Just(64), Just(256)]), 0..4),
         any::<bool>(),

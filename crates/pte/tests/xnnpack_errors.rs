@@ -230,6 +230,11 @@ fn value_rejections() {
     assert_eq!((e.clone(), e.et_code()), (XnnError::ValueFlags { index: 0, flags: 4 }, 0x23));
     let e = reject(|g, _| tensor_mut(g, 3).dims = Some(vec![1; 7]));
     assert_eq!(e, XnnError::Rank { index: 3, rank: 7 });
+    // A rank that is not the length of `dims`: fewer would drop dimensions, more read past them.
+    for num_dims in [1, 3] {
+        let e = reject(|g, _| tensor_mut(g, 3).num_dims = num_dims);
+        assert_eq!(e, XnnError::NumDims { index: 3, num_dims, dims: 2 });
+    }
     let e = reject(|g, _| tensor_mut(g, 0).datatype = 99);
     assert_eq!(e, XnnError::Datatype { index: 0, datatype: 99 });
     let e = reject(|g, _| tensor_mut(g, 3).external_id = 2);
@@ -370,6 +375,15 @@ fn node_list_fields_are_checked() {
     };
     let e = with(sl, NodeType::XNNStaticSlice);
     assert!(matches!(&e, XnnError::NodeField { field: "sizes", .. }), "{e}");
+    // Each list's `num_dims` is its length.
+    for num_dims in [1, 3] {
+        let t = Payload::StaticTranspose { num_dims, perm: Some(vec![1, 0]), input_id: 3, output_id: 4, flags: 0 };
+        let e = with(t, NodeType::XNNStaticTranspose);
+        assert!(matches!(&e, XnnError::NodeField { field: "num_dims", .. }), "{e}");
+        let rs = Payload::StaticReshape { num_dims, new_shape: Some(vec![3, 2]), input_id: 3, output_id: 4, flags: 0 };
+        let e = with(rs, NodeType::XNNStaticReshape);
+        assert!(matches!(&e, XnnError::NodeField { field: "num_dims", .. }), "{e}");
+    }
     // A model whose payload is another member's table (bytes cannot say so: a union payload is
     // read as its tag's table) is refused by `verify`, before any writer sees it.
     let (g, r) = base();

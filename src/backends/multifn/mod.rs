@@ -371,6 +371,14 @@ fn compile_functions(index: &[u8], weights: &[u8]) -> OpResult<BTreeMap<String, 
     let mut functions = BTreeMap::new();
     for (name, f) in index.functions {
         let mut g = f.graph;
+        // One weight reference per constant: none is left over unchecked, none left unfilled.
+        if f.weights.len() != g.constants.len() {
+            return Err(invalid(format!(
+                "{name}: {} weight references for {} constants",
+                f.weights.len(),
+                g.constants.len()
+            )));
+        }
         for (c, w) in g.constants.iter_mut().zip(&f.weights) {
             let r = index.weights.get(*w).ok_or_else(|| invalid(format!("{name}: weight {w} missing")))?;
             let bytes = r

@@ -150,11 +150,17 @@ pub fn load_ptd(data: &[u8]) -> Result<LoadedPtd<'_>, FormatError> {
                 limit: seg_end,
             });
         }
-        let layout = n.tensor_layout().map(|l| TensorLayout {
-            scalar_type: ScalarType(l.scalar_type().0),
-            sizes: l.sizes().map(|v| v.iter().collect()).unwrap_or_default(),
-            dim_order: l.dim_order().map(|v| v.bytes().to_vec()).unwrap_or_default(),
-        });
+        // A layout's sizes and dim order are required (ExecuTorch reads both unchecked): an
+        // absent one is refused, not read as a 0-dim layout.
+        let missing = |what: &str| FormatError::MissingField { field: format!("named_data[{i}].tensor_layout.{what}") };
+        let layout = match n.tensor_layout() {
+            None => None,
+            Some(l) => Some(TensorLayout {
+                scalar_type: ScalarType(l.scalar_type().0),
+                sizes: l.sizes().ok_or_else(|| missing("sizes"))?.iter().collect(),
+                dim_order: l.dim_order().ok_or_else(|| missing("dim_order"))?.bytes().to_vec(),
+            }),
+        };
         entries.push(PtdEntry {
             key: key.to_string(),
             segment_index: si as u32,
@@ -240,4 +246,31 @@ pub fn write_ptd(entries: &[(&str, Option<&TensorLayout>, &[u8])], segment_align
         out.extend_from_slice(d);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_layout_without_sizes_or_dim_order_is_refused_not_read_as_0_dim() {
+        let layout = TensorLayout { scalar_type: ScalarType::FLOAT, sizes: vec![2], dim_order: vec![0] };
+        let good = write_ptd(&[("w", Some(&layout), &[0u8; 8][..])], 16);
+        assert_eq!(load_ptd(&good).expect("loads").entries[0].layout.as_ref(), Some(&layout));
+        // The file's FlatBuffers data reads from offset 0 (the header sits in unreferenced
+        // bytes), so the layout table's vtable is found through the generated accessors.
+        let fb_end = u64::from_le_bytes(good[16..24].try_into().expect("8"))
+            + u64::from_le_bytes(good[24..32].try_into().expect("8"));
+        let root = flatbuffers::root::<ft::FlatTensor>(&good[..fb_end as usize]).expect("verifies");
+        let table = root.named_data().expect("named").get(0).tensor_layout().expect("layout")._tab.loc();
+        let soffset = i32::from_le_bytes(good[table..table + 4].try_into().expect("4"));
+        let vtable = (table as i64 - i64::from(soffset)) as usize;
+        for (slot, field) in [(6, "sizes"), (8, "dim_order")] {
+            // Marks the field absent in the vtable.
+            let mut d = good.clone();
+            d[vtable + slot..vtable + slot + 2].copy_from_slice(&[0, 0]);
+            let e = load_ptd(&d).expect_err("refused");
+            assert_eq!(e, FormatError::MissingField { field: format!("named_data[0].tensor_layout.{field}") });
+        }
+    }
 }

@@ -313,9 +313,8 @@ fn resolve_constants<'a>(
             let subs = subsegments(seg, offsets, &|| "constant_segment.offsets".into(), cs.segment_index)?;
             return Ok((ConstantSource::Segment(cs.segment_index), subs));
         }
-        if !offsets.is_empty() {
-            return Ok((ConstantSource::None, Vec::new()));
-        }
+        // At most the placeholder offset: the segment is empty and constants, if any, are the
+        // inline `constant_buffer` (ExecuTorch's Program::load takes the same branch).
     }
     if constant_storage.is_empty() {
         return Ok((ConstantSource::None, Vec::new()));

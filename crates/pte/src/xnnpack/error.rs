@@ -115,6 +115,17 @@ pub enum XnnError {
         /// The rank.
         rank: usize,
     },
+    /// `num_dims` is not the length of `dims` (ExecuTorch hands XNNPACK `num_dims` with the
+    /// `dims` array: a smaller one silently drops dimensions, a larger one reads past it).
+    #[error("xvalues[{index}].num_dims {num_dims} but dims has {dims} entries")]
+    NumDims {
+        /// Value index.
+        index: usize,
+        /// The declared rank.
+        num_dims: u32,
+        /// Entries in `dims`.
+        dims: usize,
+    },
     /// A datatype outside the enum.
     #[error("xvalues[{index}].datatype {datatype} is not an XNNDatatype")]
     Datatype {
@@ -354,6 +365,7 @@ impl XnnError {
             | DqDatatype { .. }
             | MinMax { .. }
             | Rank { .. }
+            | NumDims { .. }
             | BadOutput { .. } => 0x01,
             Missing { .. }
             | TooManyExterns { .. }

@@ -148,7 +148,8 @@ impl XValue {
 pub struct TensorValue {
     /// Raw `XNNDatatype`.
     pub datatype: i16,
-    /// Informational rank (the runtime uses `dims.len()`).
+    /// The rank: `dims.len()` (ExecuTorch passes it with `dims` to XNNPACK; `verify` refuses
+    /// any other value).
     pub num_dims: u32,
     /// Shape (an upper bound for external inputs); `None` = rank 0.
     pub dims: Option<Vec<u32>>,
@@ -190,19 +191,65 @@ impl TensorValue {
     }
 }
 
+/// A float as JSON keeps every value: non-finite ones are the strings `nan`, `inf`, `-inf`
+/// (serde_json would write `null` for all three, so `[0, +inf]` and `[0, nan]` looked alike).
+fn float_json<S: serde::Serializer>(v: &f32, s: S) -> Result<S::Ok, S::Error> {
+    match *v {
+        v if v.is_finite() => s.serialize_f32(v),
+        v if v.is_nan() => s.serialize_str("nan"),
+        v if v > 0.0 => s.serialize_str("inf"),
+        _ => s.serialize_str("-inf"),
+    }
+}
+
+/// [`float_json`] for an optional list.
+fn floats_json<S: serde::Serializer>(v: &Option<Vec<f32>>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    match v {
+        None => s.serialize_none(),
+        Some(v) => {
+            let mut seq = s.serialize_seq(Some(v.len()))?;
+            for x in v {
+                seq.serialize_element(&Finite(*x))?;
+            }
+            seq.end()
+        }
+    }
+}
+
+/// One element of [`floats_json`].
+struct Finite(f32);
+
+impl Serialize for Finite {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        float_json(&self.0, s)
+    }
+}
+
 /// `XNNQuantParams`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum QuantParams {
     /// `PerChannelQuant`.
-    PerChannel { scale: Option<Vec<f32>>, channel_dim: i32, scale_buffer_idx: u32, num_scales: u32 },
+    PerChannel {
+        #[serde(serialize_with = "floats_json")]
+        scale: Option<Vec<f32>>,
+        channel_dim: i32,
+        scale_buffer_idx: u32,
+        num_scales: u32,
+    },
     /// `PerTensorQuant`.
-    PerTensor { scale: f32, zero_point: i32 },
+    PerTensor {
+        #[serde(serialize_with = "float_json")]
+        scale: f32,
+        zero_point: i32,
+    },
     /// `PerTokenDynamicQuant`.
     PerTokenDynamic { num_nonbatch_dims: i32 },
     /// `PerChannelGroupQuant`.
     PerChannelGroup {
+        #[serde(serialize_with = "floats_json")]
         scale: Option<Vec<f32>>,
         channel_dim: i32,
         group_size: i32,
@@ -215,8 +262,10 @@ pub enum QuantParams {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct MinMax {
     /// Lower bound (absent on the wire = 0.0).
+    #[serde(serialize_with = "float_json")]
     pub output_min: f32,
     /// Upper bound (absent on the wire = 0.0).
+    #[serde(serialize_with = "float_json")]
     pub output_max: f32,
 }
 
@@ -407,6 +456,7 @@ pub enum Payload {
     ConstantPad {
         pre_paddings: Option<Vec<u32>>,
         post_paddings: Option<Vec<u32>>,
+        #[serde(serialize_with = "float_json")]
         padding_value: f32,
         input_id: u32,
         output_id: u32,
@@ -417,9 +467,21 @@ pub enum Payload {
     /// `_XNNCat` (inputs 1..5 in order; unused ones 0).
     Cat { axis: u32, inputs: [u32; 5], output_id: u32, flags: u32 },
     /// `XNNELU`.
-    Elu { alpha: f32, input_id: u32, output_id: u32, flags: u32 },
+    Elu {
+        #[serde(serialize_with = "float_json")]
+        alpha: f32,
+        input_id: u32,
+        output_id: u32,
+        flags: u32,
+    },
     /// `XNNLeakyReLU`.
-    LeakyRelu { negative_slope: f32, input_id: u32, output_id: u32, flags: u32 },
+    LeakyRelu {
+        #[serde(serialize_with = "float_json")]
+        negative_slope: f32,
+        input_id: u32,
+        output_id: u32,
+        flags: u32,
+    },
     /// `_XNNNodeConv`: `params` = padding top/right/bottom/left, kernel h/w, subsampling h/w,
     /// dilation h/w, group input/output channels, groups, adjustment h/w.
     Conv { params: [u32; 15], input1_id: u32, filter_id: u32, bias_id: u32, output_id: u32, flags: u32 },
@@ -538,5 +600,26 @@ impl Payload {
             | Payload::ArgMaxPooling { flags, .. }
             | Payload::Sdpa { flags, .. } => flags,
         }
+    }
+}
+
+#[cfg(test)]
+mod float_tests {
+    use super::*;
+
+    #[test]
+    fn non_finite_floats_keep_their_value_in_json() {
+        let relu = MinMax { output_min: 0.0, output_max: f32::INFINITY };
+        assert_eq!(
+            serde_json::to_value(relu).expect("json"),
+            serde_json::json!({"output_min": 0.0, "output_max": "inf"})
+        );
+        let q = QuantParams::PerChannel {
+            scale: Some(vec![0.5, f32::NAN, f32::NEG_INFINITY]),
+            channel_dim: 0,
+            scale_buffer_idx: 0,
+            num_scales: 3,
+        };
+        assert_eq!(serde_json::to_value(&q).expect("json")["scale"], serde_json::json!([0.5, "nan", "-inf"]));
     }
 }

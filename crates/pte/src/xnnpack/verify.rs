@@ -71,6 +71,9 @@ pub fn verify(blob: XnnBlob, named: NamedData<'_>) -> R<LoadedBlob> {
         if rank > MAX_DIMS {
             return Err(XnnError::Rank { index, rank });
         }
+        if t.num_dims as usize != rank {
+            return Err(XnnError::NumDims { index, num_dims: t.num_dims, dims: rank });
+        }
         let dt = t.datatype().ok_or(XnnError::Datatype { index, datatype: t.datatype })?;
         if t.external_id != INVALID_ID {
             if t.external_id >= g.num_externs {
@@ -308,6 +311,17 @@ fn check_fields(index: usize, n: &XNode) -> R<()> {
             }
         }
         _ => {}
+    }
+    // Then `num_dims` is the length of the list it counts (a smaller one would drop entries, a
+    // larger one read past the list).
+    let counted = match &n.payload {
+        Payload::StaticTranspose { num_dims, perm: list, .. }
+        | Payload::StaticReshape { num_dims, new_shape: list, .. }
+        | Payload::StaticSlice { num_dims, offsets: list, .. } => Some((*num_dims, list.as_ref().map_or(0, Vec::len))),
+        _ => None,
+    };
+    if let Some((num_dims, len)) = counted.filter(|(d, len)| *d as usize != *len) {
+        return Err(field_err("num_dims", format!("is {num_dims}, its list has {len} entries")));
     }
     Ok(())
 }
