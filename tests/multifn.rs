@@ -134,6 +134,20 @@ fn mf6_export_errors_name_the_methods() {
         matches!(&e, ExportError::InputEnumerations { methods } if methods == &["forward".to_string(), "prefill".to_string()])
     );
     assert!(export(&[mp("forward", vec![]), mp("prefill", vec![])]).is_ok(), "option off: one model per delegate");
+    // The weights file holds float32: a constant it cannot hold exactly (an int64 above 2^24,
+    // 0.1 as a double) is refused, with or without the option, not stored rounded.
+    for value in [16_777_217.0, 0.1] {
+        let mut m = mp("forward", on());
+        m.partitions[0].0.constants[0].values[1] = value;
+        for specs in [on(), vec![]] {
+            m.partitions[0].1 = specs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let e = export(std::slice::from_ref(&m)).expect_err("not a float32");
+            assert_eq!(
+                e,
+                ExportError::WeightNotFloat32 { function: "forward_0".into(), constant: 0, value: value.to_string() }
+            );
+        }
+    }
 }
 
 /// (loads, live, resident) while loaded, and each method's outputs.

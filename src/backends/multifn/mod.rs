@@ -87,6 +87,18 @@ pub enum ExportError {
     /// A partition graph is invalid.
     #[error("partition: {0}")]
     Invalid(#[from] IrError),
+    /// A constant value the weights file (float32) cannot hold exactly.
+    #[error(
+        "{function}: constants[{constant}] value {value} is not exactly a float32 (the weights file holds float32)"
+    )]
+    WeightNotFloat32 {
+        /// The bundle function.
+        function: String,
+        /// Constant index in its graph.
+        constant: usize,
+        /// The value, as written.
+        value: String,
+    },
 }
 
 /// A function of a bundle: its graph with constant values moved out to the weight table.
@@ -115,7 +127,7 @@ pub struct WeightRef {
 pub struct BundleIndex {
     /// Functions by name.
     pub functions: BTreeMap<String, FunctionDef>,
-    /// Weights in the weights file (f64 little-endian values).
+    /// Weights in the weights file (float32 little-endian values).
     pub weights: Vec<WeightRef>,
 }
 
@@ -171,17 +183,27 @@ fn encode_weights(weights: &[Vec<f64>]) -> (Vec<WeightRef>, Vec<u8>) {
     (refs, bytes)
 }
 
-/// Builds one bundle from named functions; returns (index JSON, weights bytes).
-fn build_bundle(functions: &[(String, Graph)]) -> (Vec<u8>, Vec<u8>) {
+/// Builds one bundle from named functions; returns (index JSON, weights bytes). Refuses a
+/// constant value float32 does not hold exactly (it would read back as another value).
+fn build_bundle(functions: &[(String, Graph)]) -> Result<(Vec<u8>, Vec<u8>), ExportError> {
     let mut index = BundleIndex::default();
     let mut weights: Vec<Vec<f64>> = Vec::new();
+    let same = |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
     for (name, g) in functions {
         let mut graph = g.clone();
         let mut ids = Vec::with_capacity(graph.constants.len());
-        for c in graph.constants.iter_mut() {
+        for (k, c) in graph.constants.iter_mut().enumerate() {
             let values = std::mem::take(&mut c.values);
-            // Weights shared between functions are stored once.
-            let id = weights.iter().position(|w| *w == values).unwrap_or_else(|| {
+            if let Some(&value) = values.iter().find(|v| !v.is_nan() && f64::from(**v as f32) != **v) {
+                return Err(ExportError::WeightNotFloat32 {
+                    function: name.clone(),
+                    constant: k,
+                    value: value.to_string(),
+                });
+            }
+            // Weights shared between functions are stored once (equal bit for bit: -0.0 is
+            // not 0.0).
+            let id = weights.iter().position(|w| same(w, &values)).unwrap_or_else(|| {
                 weights.push(values);
                 weights.len() - 1
             });
@@ -191,7 +213,7 @@ fn build_bundle(functions: &[(String, Graph)]) -> (Vec<u8>, Vec<u8>) {
     }
     let (refs, bytes) = encode_weights(&weights);
     index.weights = refs;
-    (serde_json::to_vec(&index).unwrap_or_default(), bytes)
+    Ok((serde_json::to_vec(&index).unwrap_or_default(), bytes))
 }
 
 fn names(prefix: &str, n: usize) -> Vec<String> {
@@ -250,7 +272,7 @@ pub fn export(methods: &[MethodPartitions]) -> Result<(Vec<LoweredModule>, Vec<N
                 m.partitions.iter().enumerate().map(move |(i, (g, _))| (format!("{}_{i}", m.method), g.clone()))
             })
             .collect();
-        let (index, weights) = build_bundle(&functions);
+        let (index, weights) = build_bundle(&functions)?;
         let hash = sha256_hex(&[index.as_slice(), weights.as_slice()].concat())[..16].to_string();
         let files = vec!["model.json".to_string(), "weights.bin".to_string()];
         named.push(NamedBlob { key: format!("{hash}/model.json"), data: index });
@@ -273,7 +295,7 @@ pub fn export(methods: &[MethodPartitions]) -> Result<(Vec<LoweredModule>, Vec<N
         for m in methods {
             for (i, (g, specs)) in m.partitions.iter().enumerate() {
                 let function = format!("{}_{i}", m.method);
-                let (index, weights) = build_bundle(&[(function.clone(), g.clone())]);
+                let (index, weights) = build_bundle(&[(function.clone(), g.clone())])?;
                 // One self-contained file per model: index length, index, weights.
                 let mut file = (index.len() as u64).to_le_bytes().to_vec();
                 file.extend_from_slice(&index);
