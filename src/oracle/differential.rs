@@ -185,6 +185,16 @@ pub fn restrict(cfg: &GenConfig, hello: &crate::runner::Hello) -> GenConfig {
     c
 }
 
+impl DiffReport {
+    /// Counts a case (or corruption) of `case` that could not be prepared, and why (the first 20).
+    fn not_prepared(&mut self, case: u64, why: String) {
+        self.unprepared += 1;
+        if self.unprepared_reasons.len() < 20 {
+            self.unprepared_reasons.push(format!("case {case}: {why}"));
+        }
+    }
+}
+
 /// What `cfg` could generate that [`restrict`] takes out because the runner did not announce it:
 /// `op:NAME (KERNEL)`, `backend:ID`, `feature:NAME`. A campaign reports it, so a runner whose
 /// hello lacks (or misspells) `operators` is seen to leave most of ptecheck untested.
@@ -428,10 +438,7 @@ fn negative_case(
         // A corruption whose file cannot be written is not sent (the runner's "cannot read"
         // would pass for a rejection) and is counted as a case not prepared.
         if let Err(e) = std::fs::write(&path, &bytes) {
-            report.unprepared += 1;
-            if report.unprepared_reasons.len() < 20 {
-                report.unprepared_reasons.push(format!("case {case}: cannot write {}: {e}", path.display()));
-            }
+            report.not_prepared(case, format!("cannot write {}: {e}", path.display()));
             continue;
         }
         files.push((c.clone(), method.clone(), path, bytes, ours));
@@ -522,10 +529,7 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
         let p = match prepare(g, &opts.workdir, "case") {
             Ok(p) => p,
             Err(why) => {
-                report.unprepared += 1;
-                if report.unprepared_reasons.len() < 20 {
-                    report.unprepared_reasons.push(format!("case {case}: {why}"));
-                }
+                report.not_prepared(case, why);
                 continue;
             }
         };

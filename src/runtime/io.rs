@@ -118,7 +118,12 @@ pub fn dtype_name(t: ScalarType) -> Option<&'static str> {
 
 /// The dtype of a corpus dtype name.
 pub fn dtype_from_name(s: &str) -> Option<ScalarType> {
-    ENCODED_DTYPES.iter().find(|(_, n)| *n == s).map(|(d, _)| *d)
+    encoded(s).map(|(d, _)| d)
+}
+
+/// The dtype of a corpus dtype name, with the name as the encoding declares it.
+fn encoded(s: &str) -> Option<(ScalarType, &'static str)> {
+    ENCODED_DTYPES.iter().find(|(_, n)| *n == s).copied()
 }
 
 /// A float in the corpus encoding: a JSON number, or `"NaN"`, `"inf"`, `"-inf"`.
@@ -199,9 +204,7 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
     match kind {
         "tensor" => {
             let dname = v.get("dtype").and_then(Value::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("dtype")))?;
-            let &(dtype, name) = ENCODED_DTYPES
-                .iter()
-                .find(|(_, n)| *n == dname)
+            let (dtype, name) = encoded(dname)
                 .ok_or_else(|| ioerr(&format!("{path}.dtype"), IoFault::UnsupportedDtype(dname.to_string())))?;
             let shape: Vec<usize> = v
                 .get("shape")
