@@ -28,6 +28,7 @@ sys.stdout = sys.stderr
 _OUT = os.fdopen(_PROTO_FD, "w", encoding="utf-8", newline="\n")
 
 import collections  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import warnings  # noqa: E402
@@ -221,8 +222,9 @@ def decode_value(v, i):
                 lo, hi = INT_RANGES[dtype]
                 _req(lo <= min(values) and max(values) <= hi,
                      "%s: value out of range for %s" % (where, dtype))
-        t = torch.tensor(values, dtype=tdtype)
-        return t.reshape(shape)
+        t = torch.tensor(values, dtype=tdtype).reshape(shape)
+        _digest_holds(v.get("bytes_sha256"), t, where)
+        return t
     if kind == "int":
         x = v.get("value")
         _req(x.__class__ is int and INT_RANGES["int64"][0] <= x <= INT_RANGES["int64"][1],
@@ -238,6 +240,19 @@ def decode_value(v, i):
     if kind == "none":
         return None
     raise RequestError("%s: unknown kind %r" % (where, kind))
+
+
+def _digest_holds(recorded, t, where):
+    """A tensor recording bytes_sha256 must encode to those bytes (a float tensor holding a NaN
+    is exempt: every NaN is written "NaN", whatever bits it had)."""
+    if recorded is None:
+        return
+    _req(isinstance(recorded, str), "%s: bytes_sha256 is not a string" % where)
+    flat = t.reshape(-1).contiguous()
+    computed = hashlib.sha256(bytes(flat.view(torch.uint8).tolist())).hexdigest()
+    if computed != recorded and not (t.is_floating_point() and bool(torch.isnan(flat).any())):
+        raise RequestError("%s: bytes_sha256 %s is not the SHA-256 of its values' bytes (%s)"
+                           % (where, recorded, computed))
 
 
 def _float_out(x):

@@ -3,9 +3,11 @@
 //! May not touch: processes (`client` and `server` own them), execution.
 
 use crate::runtime::HostValue;
-use crate::runtime::io::{IoError, IoFault, from_json, ioerr, list_from_json, list_to_json};
+use crate::runtime::io::{IoError, IoFault, ioerr, list_from_raw, list_to_json};
+use crate::runtime::json_text::{self, Scalar};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
+use serde_json::value::RawValue;
 use std::io::{BufRead, Read};
 use std::path::PathBuf;
 use thiserror::Error;
@@ -80,24 +82,33 @@ impl Request {
         .to_string())
     }
 
-    /// Parses a request line (the server side).
+    /// Parses a request line (the server side), keeping nothing of it but the request.
     pub fn parse(line: &str) -> Result<Request, RequestError> {
         let refused = |id: Option<u64>, fault: RequestFault| RequestError { id, fault };
-        let v: Value = serde_json::from_str(line).map_err(|e| refused(None, RequestFault::NotJson(e.to_string())))?;
-        let id = v.get("id").and_then(Value::as_u64).ok_or(refused(None, RequestFault::NoId))?;
+        let members = json_text::members(line, ["id", "op", "pte", "method", "inputs", "ptd"])
+            .map_err(|e| refused(None, RequestFault::NotJson(e.to_string())))?;
+        let [id, op, pte, method, inputs, ptd] = members.unwrap_or_default();
+        let id = id.map(Scalar::of).and_then(|i| i.as_u64()).ok_or(refused(None, RequestFault::NoId))?;
         let bad = |fault: RequestFault| refused(Some(id), fault);
-        if v.get("op").is_some_and(|o| o != "run") {
+        if op.is_some_and(|o| Scalar::of(o).as_str() != Some("run")) {
             return Err(bad(RequestFault::UnsupportedOp));
         }
-        let pte = v.get("pte").and_then(Value::as_str).ok_or_else(|| bad(RequestFault::Missing("pte")))?;
-        let method = v.get("method").and_then(Value::as_str).ok_or_else(|| bad(RequestFault::Missing("method")))?;
-        let inputs = list_from_json(v.get("inputs").unwrap_or(&Value::Null), "$.inputs")
-            .map_err(|e| bad(RequestFault::Inputs(e)))?;
-        let ptd = match v.get("ptd") {
-            None | Some(Value::Null) => None,
-            Some(p) => Some(PathBuf::from(p.as_str().ok_or_else(|| bad(RequestFault::NotAString("ptd")))?)),
+        let text = |m: Option<&RawValue>, name: &'static str| {
+            m.map(Scalar::of)
+                .and_then(|s| s.as_str().map(str::to_string))
+                .ok_or_else(|| bad(RequestFault::Missing(name)))
         };
-        Ok(Request { id, pte: PathBuf::from(pte), method: method.to_string(), inputs, ptd })
+        let (pte, method) = (text(pte, "pte")?, text(method, "method")?);
+        let inputs = match inputs {
+            Some(raw) => list_from_raw(raw, "$.inputs"),
+            None => Err(ioerr("$.inputs", IoFault::Not("an array"))),
+        }
+        .map_err(|e| bad(RequestFault::Inputs(e)))?;
+        let ptd = match ptd.filter(|p| !json_text::is_null(p)) {
+            None => None,
+            Some(p) => Some(PathBuf::from(Scalar::of(p).as_str().ok_or_else(|| bad(RequestFault::NotAString("ptd")))?)),
+        };
+        Ok(Request { id, pte: PathBuf::from(pte), method, inputs, ptd })
     }
 }
 
@@ -165,38 +176,37 @@ impl Reply {
         })
     }
 
-    /// Parses a reply line: `(id, reply)`.
+    /// Parses a reply line: `(id, reply)`, keeping nothing of the line but the reply (a
+    /// runner's line of up to [`MAX_LINE`] bytes costs about what its values decode to).
     pub fn parse(line: &str) -> Result<(u64, Reply), Garbage> {
-        let v: Value = serde_json::from_str(line).map_err(|e| Garbage(format!("not JSON ({e})")))?;
-        let id = v.get("id").and_then(Value::as_u64).ok_or_else(|| Garbage("no integer `id`".into()))?;
-        if v.get("outputs").is_some() && v.get("error").is_some() {
+        let members = json_text::members(line, ["id", "outputs", "error", "stage", "code"])
+            .map_err(|e| Garbage(format!("not JSON ({e})")))?;
+        let [id, outputs, error, stage, code] = members.unwrap_or_default();
+        let id = id.map(Scalar::of).and_then(|i| i.as_u64()).ok_or_else(|| Garbage("no integer `id`".into()))?;
+        if outputs.is_some() && error.is_some() {
             return Err(Garbage("both `outputs` and `error`".into()));
         }
-        if let Some(outs) = v.get("outputs") {
-            let outs = outs
-                .as_array()
-                .ok_or_else(|| Garbage("`outputs` is not an array".into()))?
-                .iter()
-                .enumerate()
-                .map(|(i, o)| from_json(o, &format!("$.outputs[{i}]")))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Garbage(e.to_string()))?;
+        if let Some(outs) = outputs {
+            if !outs.get().starts_with('[') {
+                return Err(Garbage("`outputs` is not an array".into()));
+            }
+            let outs = list_from_raw(outs, "$.outputs").map_err(|e| Garbage(e.to_string()))?;
             return Ok((id, Reply::Outputs(outs)));
         }
+        let message = error.map(Scalar::of);
         let message =
-            v.get("error").and_then(Value::as_str).ok_or_else(|| Garbage("neither `outputs` nor `error`".into()))?;
-        let stage: Stage = v
-            .get("stage")
-            .cloned()
+            message.as_ref().and_then(Scalar::as_str).ok_or_else(|| Garbage("neither `outputs` nor `error`".into()))?;
+        let stage: Stage = stage
             .ok_or_else(|| Garbage("`error` without `stage`".into()))
-            .and_then(|s| serde_json::from_value(s).map_err(|e| Garbage(format!("`stage`: {e}"))))?;
+            .and_then(|s| serde_json::from_str(s.get()).map_err(|e| Garbage(format!("`stage`: {e}"))))?;
         // Absent or null: no code; anything else must be a u32 (never dropped silently).
-        let code = match v.get("code") {
-            None | Some(Value::Null) => None,
+        let code = match code.filter(|c| !json_text::is_null(c)) {
+            None => None,
             Some(c) => Some(
-                c.as_u64()
+                Scalar::of(c)
+                    .as_u64()
                     .and_then(|c| u32::try_from(c).ok())
-                    .ok_or_else(|| Garbage(format!("`code` {c} is not an error code (a u32)")))?,
+                    .ok_or_else(|| Garbage(format!("`code` {} is not an error code (a u32)", c.get())))?,
             ),
         };
         Ok((id, Reply::Error { message: message.to_string(), stage, code }))
@@ -210,9 +220,10 @@ pub fn error_line(id: Option<u64>, message: &str, stage: Stage, code: Option<u32
 
 /// Parses a hello line.
 pub fn parse_hello(line: &str) -> Result<Hello, Garbage> {
-    let v: Value = serde_json::from_str(line).map_err(|e| Garbage(format!("not JSON ({e})")))?;
-    let h = v.get("hello").ok_or_else(|| Garbage("no `hello` member".into()))?;
-    let hello: Hello = serde_json::from_value(h.clone()).map_err(|e| Garbage(format!("hello: {e}")))?;
+    let [hello] =
+        json_text::members(line, ["hello"]).map_err(|e| Garbage(format!("not JSON ({e})")))?.unwrap_or_default();
+    let h = hello.ok_or_else(|| Garbage("no `hello` member".into()))?;
+    let hello: Hello = serde_json::from_str(h.get()).map_err(|e| Garbage(format!("hello: {e}")))?;
     if hello.protocol != PROTOCOL {
         return Err(Garbage(format!("protocol {} (this harness speaks {PROTOCOL})", hello.protocol)));
     }

@@ -3,8 +3,10 @@
 //! protocol.
 //! May not touch: execution (it only converts values), IR, emission.
 
-use super::value::{HostTensor, HostValue, checked_numel, encode_f64, encode_i64, is_float};
+use super::json_text::{self, Scalar};
+use super::value::{HostTensor, HostValue, checked_numel, decode_f64, encode_f64, encode_i64, is_float};
 use crate::program::{ScalarType, sha256_hex};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use thiserror::Error;
 
@@ -93,6 +95,14 @@ pub enum IoFault {
     /// A skipped method lacks what a skip records (`inputs_that_would_be_used`, `eager_torch_outputs`).
     #[error("skipped method without {0}")]
     Skipped(&'static str),
+    /// A tensor's `bytes_sha256` is not the SHA-256 of the bytes its values encode to.
+    #[error("`bytes_sha256` {recorded} is not the SHA-256 of its values' bytes ({computed})")]
+    Sha256 {
+        /// The digest the value records.
+        recorded: String,
+        /// The digest of the bytes its values encode to.
+        computed: String,
+    },
 }
 
 pub(crate) fn ioerr(path: &str, fault: IoFault) -> IoError {
@@ -133,11 +143,10 @@ fn float_json(x: f64) -> Value {
 
 /// A float from the corpus encoding (a number, or a string such as `"NaN"` or `"-inf"`). Every
 /// NaN reads as the one NaN the writer writes (`"-NaN"` too), so a value reads back as read.
-fn float_from(v: &Value) -> Option<f64> {
+fn float_from(v: &Scalar<'_>) -> Option<f64> {
     let x = match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.parse::<f64>().ok(),
-        _ => None,
+        Scalar::Text(s) => s.parse::<f64>().ok(),
+        _ => v.as_number(),
     }?;
     Some(if x.is_nan() { f64::NAN } else { x })
 }
@@ -163,7 +172,14 @@ pub fn to_json(v: &HostValue) -> Result<Value, IoFault> {
                     .map(|x| json!(x))
                     .collect(),
             };
-            json!({"kind": "tensor", "dtype": name, "shape": t.sizes, "values": values, "bytes_sha256": sha256_hex(&t.data)})
+            // The digest of the bytes the values read back as: a bool byte other than 0 or 1 is
+            // written `true`, which reads back as 1.
+            let digest = if t.dtype == ScalarType::BOOL {
+                sha256_hex(&t.data.iter().map(|b| u8::from(*b != 0)).collect::<Vec<u8>>())
+            } else {
+                sha256_hex(&t.data)
+            };
+            json!({"kind": "tensor", "dtype": name, "shape": t.sizes, "values": values, "bytes_sha256": digest})
         }
         HostValue::Int(i) => json!({"kind": "int", "value": i}),
         HostValue::Bool(b) => json!({"kind": "bool", "value": b}),
@@ -200,102 +216,188 @@ fn integer_range(dtype: ScalarType) -> Option<std::ops::RangeInclusive<i64>> {
 
 /// Decodes a value from the corpus encoding.
 pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
-    let kind = v.get("kind").and_then(Value::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("kind")))?;
+    let text = serde_json::value::to_raw_value(v).map_err(|_| ioerr(path, IoFault::Not("JSON")))?;
+    from_raw(&text, path)
+}
+
+/// Decodes a value from its JSON text in the corpus encoding, keeping nothing of the text but
+/// the value: a tensor's values go straight into its bytes (`runtime::json_text`).
+pub fn from_raw(raw: &RawValue, path: &str) -> Result<HostValue, IoError> {
+    let members = json_text::members(raw.get(), ["kind", "dtype", "shape", "values", "value", "bytes_sha256"])
+        .map_err(|_| ioerr(path, IoFault::Not("JSON")))?;
+    let [kind, dtype, shape, values, value, digest] = members.unwrap_or_default();
+    let kind = kind.map(Scalar::of);
+    let kind = kind.as_ref().and_then(Scalar::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("kind")))?;
+    let value = value.map(Scalar::of).unwrap_or(Scalar::Other);
     match kind {
         "tensor" => {
-            let dname = v.get("dtype").and_then(Value::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("dtype")))?;
+            let dname = dtype.map(Scalar::of);
+            let dname =
+                dname.as_ref().and_then(Scalar::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("dtype")))?;
             let (dtype, name) = encoded(dname)
                 .ok_or_else(|| ioerr(&format!("{path}.dtype"), IoFault::UnsupportedDtype(dname.to_string())))?;
-            let shape: Vec<usize> = v
-                .get("shape")
-                .and_then(Value::as_array)
-                .ok_or_else(|| ioerr(path, IoFault::Missing("shape")))?
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    d.as_u64()
-                        .map(|d| d as usize)
-                        .ok_or_else(|| ioerr(&format!("{path}.shape[{i}]"), IoFault::Not("a size")))
-                })
-                .collect::<Result<_, _>>()?;
-            let values =
-                v.get("values").and_then(Value::as_array).ok_or_else(|| ioerr(path, IoFault::Missing("values")))?;
-            let numel = checked_numel(&shape).ok_or_else(|| ioerr(path, IoFault::ShapeOverflows))?;
-            if values.len() != numel {
-                return Err(ioerr(
-                    &format!("{path}.values"),
-                    IoFault::ValueCount { values: values.len(), shape: shape.clone() },
-                ));
+            let shape = shape.ok_or_else(|| ioerr(path, IoFault::Missing("shape")))?;
+            let mut sizes = Vec::new();
+            let mut bad = None;
+            json_text::for_each_element(shape, |d| match (bad, d.as_u64()) {
+                (None, Some(d)) => sizes.push(d as usize),
+                (None, None) => bad = Some(sizes.len()),
+                (Some(_), _) => {}
+            })
+            .ok_or_else(|| ioerr(path, IoFault::Missing("shape")))?;
+            if let Some(i) = bad {
+                return Err(ioerr(&format!("{path}.shape[{i}]"), IoFault::Not("a size")));
             }
-            let data = if is_float(dtype) {
-                let f: Vec<f64> = values
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| {
-                        let at = || format!("{path}.values[{i}]");
-                        let v = float_from(x).ok_or_else(|| ioerr(&at(), IoFault::Not("a number")))?;
-                        // A finite value float32 cannot hold is refused, not read as ±inf.
-                        if dtype == ScalarType::FLOAT && v.is_finite() && (v as f32).is_infinite() {
-                            return Err(ioerr(
-                                &at(),
-                                IoFault::FloatOutOfRange { value: format!("{v:e}"), dtype: name },
-                            ));
-                        }
-                        Ok(v)
-                    })
-                    .collect::<Result<_, _>>()?;
-                encode_f64(dtype, &f).map_err(|_| ioerr(path, IoFault::CannotEncode))?
-            } else {
-                let iv: Vec<i64> = values
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| {
-                        let at = || format!("{path}.values[{i}]");
-                        let v = x
-                            .as_i64()
-                            .or_else(|| x.as_bool().map(i64::from))
-                            .ok_or_else(|| ioerr(&at(), IoFault::Not("an integer or bool")))?;
-                        // Kept as given, never wrapped or narrowed into the dtype's bytes.
-                        match integer_range(dtype) {
-                            Some(range) if !range.contains(&v) => {
-                                Err(ioerr(&at(), IoFault::OutOfRange { value: v, dtype: name }))
-                            }
-                            _ => Ok(v),
-                        }
-                    })
-                    .collect::<Result<_, _>>()?;
-                encode_i64(dtype, &iv).map_err(|_| ioerr(path, IoFault::CannotEncode))?
-            };
-            Ok(HostValue::Tensor(HostTensor { dtype, sizes: shape, data }))
+            let values =
+                values.filter(|v| v.get().starts_with('[')).ok_or_else(|| ioerr(path, IoFault::Missing("values")))?;
+            let numel = checked_numel(&sizes).ok_or_else(|| ioerr(path, IoFault::ShapeOverflows))?;
+            let mut sink = ValuesSink::new(dtype, name, path, numel);
+            json_text::for_each_element(values, |x| sink.push(&x))
+                .ok_or_else(|| ioerr(path, IoFault::Missing("values")))?;
+            let data = sink.finish(&sizes)?;
+            recorded_digest_holds(digest, dtype, &data, path)?;
+            Ok(HostValue::Tensor(HostTensor { dtype, sizes, data }))
         }
-        "int" => v
-            .get("value")
-            .and_then(Value::as_i64)
-            .map(HostValue::Int)
-            .ok_or_else(|| ioerr(path, IoFault::Value("an integer"))),
-        "bool" => v
-            .get("value")
-            .and_then(Value::as_bool)
-            .map(HostValue::Bool)
-            .ok_or_else(|| ioerr(path, IoFault::Value("a bool"))),
-        "float" => v
-            .get("value")
-            .and_then(float_from)
-            .map(HostValue::Double)
-            .ok_or_else(|| ioerr(path, IoFault::Value("a number"))),
+        "int" => value.as_i64().map(HostValue::Int).ok_or_else(|| ioerr(path, IoFault::Value("an integer"))),
+        "bool" => value.as_bool().map(HostValue::Bool).ok_or_else(|| ioerr(path, IoFault::Value("a bool"))),
+        "float" => float_from(&value).map(HostValue::Double).ok_or_else(|| ioerr(path, IoFault::Value("a number"))),
         "none" => Ok(HostValue::None),
         other => Err(ioerr(path, IoFault::UnknownKind(other.to_string()))),
     }
 }
 
+/// Elements read before they are encoded into a tensor's bytes together.
+const ENCODED_AT_ONCE: usize = 4096;
+
+/// A tensor's values on their way into its bytes: each element checked as it is read, encoded
+/// a block at a time; past the shape's count or after a refused element only counted.
+struct ValuesSink<'p> {
+    dtype: ScalarType,
+    name: &'static str,
+    path: &'p str,
+    numel: usize,
+    count: usize,
+    refused: Option<IoError>,
+    floats: Vec<f64>,
+    ints: Vec<i64>,
+    data: Vec<u8>,
+}
+
+impl<'p> ValuesSink<'p> {
+    fn new(dtype: ScalarType, name: &'static str, path: &'p str, numel: usize) -> Self {
+        ValuesSink {
+            dtype,
+            name,
+            path,
+            numel,
+            count: 0,
+            refused: None,
+            floats: Vec::new(),
+            ints: Vec::new(),
+            data: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, x: &Scalar<'_>) {
+        let i = self.count;
+        self.count += 1;
+        if self.refused.is_some() || self.count > self.numel {
+            return;
+        }
+        let at = || format!("{}.values[{i}]", self.path);
+        let (dtype, name) = (self.dtype, self.name);
+        if is_float(dtype) {
+            let Some(v) = float_from(x) else { return self.refused = Some(ioerr(&at(), IoFault::Not("a number"))) };
+            // A finite value float32 cannot hold is refused, not read as ±inf.
+            if dtype == ScalarType::FLOAT && v.is_finite() && (v as f32).is_infinite() {
+                return self.refused =
+                    Some(ioerr(&at(), IoFault::FloatOutOfRange { value: format!("{v:e}"), dtype: name }));
+            }
+            self.floats.push(v);
+        } else {
+            let Some(v) = x.as_i64().or_else(|| x.as_bool().map(i64::from)) else {
+                return self.refused = Some(ioerr(&at(), IoFault::Not("an integer or bool")));
+            };
+            // Kept as given, never wrapped or narrowed into the dtype's bytes.
+            if integer_range(dtype).is_some_and(|r| !r.contains(&v)) {
+                return self.refused = Some(ioerr(&at(), IoFault::OutOfRange { value: v, dtype: name }));
+            }
+            self.ints.push(v);
+        }
+        if self.floats.len() + self.ints.len() >= ENCODED_AT_ONCE {
+            self.encode();
+        }
+    }
+
+    /// Encodes the elements read since the last block.
+    fn encode(&mut self) {
+        let encoded = if is_float(self.dtype) {
+            encode_f64(self.dtype, &self.floats)
+        } else {
+            encode_i64(self.dtype, &self.ints)
+        };
+        match encoded {
+            Ok(bytes) => self.data.extend_from_slice(&bytes),
+            Err(_) => self.refused = Some(ioerr(self.path, IoFault::CannotEncode)),
+        }
+        self.floats.clear();
+        self.ints.clear();
+    }
+
+    /// The tensor's bytes, or the first fault: too few or too many values first, then the
+    /// first refused element.
+    fn finish(mut self, shape: &[usize]) -> Result<Vec<u8>, IoError> {
+        if self.count != self.numel {
+            return Err(ioerr(
+                &format!("{}.values", self.path),
+                IoFault::ValueCount { values: self.count, shape: shape.to_vec() },
+            ));
+        }
+        if self.refused.is_none() {
+            self.encode();
+        }
+        match self.refused {
+            Some(e) => Err(e),
+            None => Ok(self.data),
+        }
+    }
+}
+
+/// A tensor's `bytes_sha256`, when it has one, must be the SHA-256 of `data`, the bytes its
+/// values encode to: a value whose values were edited, or read back other than written, is
+/// refused rather than used. A float tensor holding a NaN is not held to it: the encoding writes
+/// every NaN as `"NaN"`, so bytes recorded with another NaN's bits cannot be told apart.
+fn recorded_digest_holds(
+    recorded: Option<&RawValue>,
+    dtype: ScalarType,
+    data: &[u8],
+    path: &str,
+) -> Result<(), IoError> {
+    let Some(recorded) = recorded.map(Scalar::of) else { return Ok(()) };
+    let at = || format!("{path}.bytes_sha256");
+    let recorded = recorded.as_str().ok_or_else(|| ioerr(&at(), IoFault::Not("a string")))?;
+    let computed = sha256_hex(data);
+    if recorded == computed {
+        return Ok(());
+    }
+    if is_float(dtype) && decode_f64(dtype, data).is_ok_and(|f| f.iter().any(|x| x.is_nan())) {
+        return Ok(());
+    }
+    Err(ioerr(&at(), IoFault::Sha256 { recorded: recorded.to_string(), computed }))
+}
+
 /// Decodes a list of values.
 pub fn list_from_json(v: &Value, path: &str) -> Result<Vec<HostValue>, IoError> {
-    v.as_array()
-        .ok_or_else(|| ioerr(path, IoFault::Not("an array")))?
-        .iter()
-        .enumerate()
-        .map(|(i, x)| from_json(x, &format!("{path}[{i}]")))
-        .collect()
+    let text = serde_json::value::to_raw_value(v).map_err(|_| ioerr(path, IoFault::Not("JSON")))?;
+    list_from_raw(&text, path)
+}
+
+/// Decodes a list of values from its JSON text, up to the first value refused.
+pub fn list_from_raw(raw: &RawValue, path: &str) -> Result<Vec<HostValue>, IoError> {
+    let mut out = Vec::new();
+    json_text::try_each(raw, |i, x| from_raw(x, &format!("{path}[{i}]")).map(|v| out.push(v)))
+        .ok_or_else(|| ioerr(path, IoFault::Not("an array")))??;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -374,6 +476,40 @@ mod tests {
         assert!(from_json(&edges, "$").is_ok());
         let bools = json!({"kind": "tensor", "dtype": "bool", "shape": [3], "values": [true, 0, 1]});
         assert!(from_json(&bools, "$").is_ok());
+    }
+
+    #[test]
+    fn a_tensor_is_held_to_the_digest_it_records() {
+        let t = HostValue::Tensor(HostTensor {
+            dtype: ScalarType::FLOAT,
+            sizes: vec![2],
+            data: [1.5f32, -0.0].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        });
+        let written = to_json(&t).expect("encodes");
+        assert_eq!(from_json(&written, "$.x"), Ok(t.clone()), "what the writer wrote reads back");
+        // An edited value, or a sign lost on the way, no longer matches the recorded digest.
+        for values in [json!([1.5, 0.0]), json!([1.25, -0.0])] {
+            let mut edited = written.clone();
+            edited["values"] = values.clone();
+            let e = fault(edited);
+            assert_eq!(e.path, "$.x.bytes_sha256", "{values}");
+            let IoFault::Sha256 { recorded, computed } = e.fault else { panic!("{values}: {:?}", e.fault) };
+            assert_eq!(recorded, written["bytes_sha256"].as_str().expect("a string"));
+            assert_ne!(computed, recorded);
+        }
+        let mut not_text = written.clone();
+        not_text["bytes_sha256"] = json!(7);
+        assert_eq!(fault(not_text).fault, IoFault::Not("a string"));
+        // Without a digest nothing is compared; with a NaN the recorded bits cannot be known.
+        let mut bare = written.clone();
+        bare.as_object_mut().expect("an object").remove("bytes_sha256");
+        assert!(from_json(&bare, "$").is_ok());
+        let mut nan = written;
+        nan["values"] = json!(["NaN", -0.0]);
+        assert!(from_json(&nan, "$").is_ok());
+        // Integers and bools are held to it too.
+        let ints = json!({"kind": "tensor", "dtype": "int64", "shape": [1], "values": [3], "bytes_sha256": sha256_hex(&4i64.to_le_bytes())});
+        assert!(matches!(fault(ints).fault, IoFault::Sha256 { .. }));
     }
 
     #[test]
