@@ -365,15 +365,16 @@ impl<'p> ValuesSink<'p> {
 
 /// A tensor's `bytes_sha256`, when it has one, must be the SHA-256 of `data`, the bytes its
 /// values encode to: a value whose values were edited, or read back other than written, is
-/// refused rather than used. A float tensor holding a NaN is not held to it: the encoding writes
-/// every NaN as `"NaN"`, so bytes recorded with another NaN's bits cannot be told apart.
+/// refused rather than used (a null digest is none). A float tensor holding a NaN is not held
+/// to it: the encoding writes every NaN as `"NaN"`, so bytes recorded with another NaN's bits
+/// cannot be told apart.
 fn recorded_digest_holds(
     recorded: Option<&RawValue>,
     dtype: ScalarType,
     data: &[u8],
     path: &str,
 ) -> Result<(), IoError> {
-    let Some(recorded) = recorded.map(Scalar::of) else { return Ok(()) };
+    let Some(recorded) = recorded.filter(|r| !json_text::is_null(r)).map(Scalar::of) else { return Ok(()) };
     let at = || format!("{path}.bytes_sha256");
     let recorded = recorded.as_str().ok_or_else(|| ioerr(&at(), IoFault::Not("a string")))?;
     let computed = sha256_hex(data);
@@ -500,9 +501,13 @@ mod tests {
         let mut not_text = written.clone();
         not_text["bytes_sha256"] = json!(7);
         assert_eq!(fault(not_text).fault, IoFault::Not("a string"));
-        // Without a digest nothing is compared; with a NaN the recorded bits cannot be known.
+        // Without a digest (or with a null one, as the ExecuTorch runner reads it) nothing is
+        // compared; with a NaN the recorded bits cannot be known.
         let mut bare = written.clone();
         bare.as_object_mut().expect("an object").remove("bytes_sha256");
+        assert!(from_json(&bare, "$").is_ok());
+        bare["values"] = json!([1.25, 0.0]);
+        bare["bytes_sha256"] = Value::Null;
         assert!(from_json(&bare, "$").is_ok());
         let mut nan = written;
         nan["values"] = json!(["NaN", -0.0]);
