@@ -177,6 +177,34 @@ def _req(cond, msg):
         raise RequestError(msg)
 
 
+def _not_json_constant(name):
+    """NaN, Infinity and -Infinity are not JSON (ptecheck's reader refuses them too)."""
+    raise ValueError("%s is not a JSON value" % name)
+
+
+def _json_int(text):
+    """An integer as ptecheck's reader (serde_json) reads it: `-0` is the float -0.0, and one
+    outside both int64 and uint64 a float (refused out of float64's range)."""
+    if text == "-0":
+        return -0.0
+    v = int(text)
+    if -(1 << 63) <= v < (1 << 64):
+        return v
+    return _json_float(text)
+
+
+def _json_float(text):
+    """A number with a fraction or an exponent; out of float64's range it is refused, as by
+    ptecheck's reader, not read as inf."""
+    try:
+        x = float(text)
+    except OverflowError:
+        x = _INF
+    if x in (_INF, -_INF):
+        raise ValueError("number %s out of range" % text[:32])
+    return x
+
+
 def _float_in(v, where):
     c = v.__class__
     if c is float:
@@ -248,8 +276,11 @@ def _digest_holds(recorded, t, where):
     if recorded is None:
         return
     _req(isinstance(recorded, str), "%s: bytes_sha256 is not a string" % where)
+    _req(len(recorded) == 64 and all(c in "0123456789abcdef" for c in recorded),
+         "%s: bytes_sha256 is not a SHA-256 digest (64 lowercase hex digits)" % where)
     flat = t.reshape(-1).contiguous()
-    computed = hashlib.sha256(bytes(flat.view(torch.uint8).tolist())).hexdigest()
+    # The bytes themselves, not a Python int per byte (a 4M-element float32 input is 16 MB).
+    computed = hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()
     if computed != recorded and not (t.is_floating_point() and bool(torch.isnan(flat).any())):
         raise RequestError("%s: bytes_sha256 %s is not the SHA-256 of its values' bytes (%s)"
                            % (where, recorded, computed))
@@ -384,7 +415,8 @@ def run(cache, rid, req):
 
 def handle_line(cache, line):
     try:
-        req = json.loads(line)
+        req = json.loads(line, parse_constant=_not_json_constant, parse_int=_json_int,
+                         parse_float=_json_float)
     except Exception as e:  # noqa: BLE001
         return {"id": None, "error": "request failed: not JSON: %s" % e, "stage": "request"}
     if not isinstance(req, dict):

@@ -137,19 +137,25 @@ pub fn runner_lines(data: &[u8]) -> Outcome {
         if too_long {
             continue;
         }
+        // What a reader accepts is JSON as a `serde_json::Value` reads it: a member no reader
+        // uses is skipped only once the whole line has been read as JSON.
+        let is_json = || serde_json::from_str::<serde_json::Value>(line).is_ok();
         // Read back, a value equals what was written (compared as printed, so NaN equals NaN).
         if let Ok((id, reply)) = Reply::parse(line) {
+            assert!(is_json(), "a reply that is not JSON was accepted");
             let again = reply.to_line(Some(id)).unwrap_or_else(|e| panic!("a reply read cannot be written: {e}"));
             let Ok(back) = Reply::parse(&again) else { panic!("a reply written again does not parse: {again}") };
             assert_eq!(format!("{back:?}"), format!("{:?}", (id, reply)), "a reply written again reads back otherwise");
             parsed = true;
         }
         if let Ok(hello) = protocol::parse_hello(line) {
+            assert!(is_json(), "a hello that is not JSON was accepted");
             let again = protocol::hello_line(&hello);
             assert_eq!(protocol::parse_hello(&again).ok(), Some(hello), "a hello written again reads back otherwise");
             parsed = true;
         }
         if let Ok(request) = Request::parse(line) {
+            assert!(is_json(), "a request that is not JSON was accepted");
             let again = request.to_line().unwrap_or_else(|e| panic!("a request read cannot be written: {e}"));
             let Ok(back) = Request::parse(&again) else { panic!("a request written again does not parse: {again}") };
             assert_eq!(format!("{back:?}"), format!("{request:?}"), "a request written again reads back otherwise");

@@ -206,7 +206,7 @@ impl Reply {
                 Scalar::of(c)
                     .as_u64()
                     .and_then(|c| u32::try_from(c).ok())
-                    .ok_or_else(|| Garbage(format!("`code` {} is not an error code (a u32)", c.get())))?,
+                    .ok_or_else(|| Garbage(format!("`code` {:.64} is not an error code (a u32)", c.get())))?,
             ),
         };
         Ok((id, Reply::Error { message: message.to_string(), stage, code }))

@@ -141,14 +141,25 @@ fn float_json(x: f64) -> Value {
     if x.is_finite() { json!(x) } else { json!(x.to_string()) }
 }
 
-/// A float from the corpus encoding (a number, or a string such as `"NaN"` or `"-inf"`). Every
-/// NaN reads as the one NaN the writer writes (`"-NaN"` too), so a value reads back as read.
+/// The strings a reader takes for a non-finite float: the writer's `"NaN"`, `"inf"`, `"-inf"`,
+/// and the spellings the ExecuTorch runner also reads (`runners/executorch_runner.py`,
+/// `_NONFINITE_IN`), so both readers refuse the same strings.
+const NON_FINITE: [(&str, f64); 6] = [
+    ("NaN", f64::NAN),
+    ("nan", f64::NAN),
+    ("inf", f64::INFINITY),
+    ("Infinity", f64::INFINITY),
+    ("-inf", f64::NEG_INFINITY),
+    ("-Infinity", f64::NEG_INFINITY),
+];
+
+/// A float from the corpus encoding: a number, or one of the [`NON_FINITE`] strings. Every NaN
+/// reads as the one NaN the writer writes, so a value reads back as read.
 fn float_from(v: &Scalar<'_>) -> Option<f64> {
-    let x = match v {
-        Scalar::Text(s) => s.parse::<f64>().ok(),
+    match v {
+        Scalar::Text(s) => NON_FINITE.iter().find(|(name, _)| name == s).map(|(_, x)| *x),
         _ => v.as_number(),
-    }?;
-    Some(if x.is_nan() { f64::NAN } else { x })
+    }
 }
 
 /// Encodes a value in the corpus encoding. Refuses a tensor whose dtype the encoding does not
@@ -223,8 +234,7 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
 /// Decodes a value from its JSON text in the corpus encoding, keeping nothing of the text but
 /// the value: a tensor's values go straight into its bytes (`runtime::json_text`).
 pub fn from_raw(raw: &RawValue, path: &str) -> Result<HostValue, IoError> {
-    let members = json_text::members(raw.get(), ["kind", "dtype", "shape", "values", "value", "bytes_sha256"])
-        .map_err(|_| ioerr(path, IoFault::Not("JSON")))?;
+    let members = json_text::members_of(raw, ["kind", "dtype", "shape", "values", "value", "bytes_sha256"]);
     let [kind, dtype, shape, values, value, digest] = members.unwrap_or_default();
     let kind = kind.map(Scalar::of);
     let kind = kind.as_ref().and_then(Scalar::as_str).ok_or_else(|| ioerr(path, IoFault::Missing("kind")))?;
@@ -365,9 +375,9 @@ impl<'p> ValuesSink<'p> {
 
 /// A tensor's `bytes_sha256`, when it has one, must be the SHA-256 of `data`, the bytes its
 /// values encode to: a value whose values were edited, or read back other than written, is
-/// refused rather than used (a null digest is none). A float tensor holding a NaN is not held
-/// to it: the encoding writes every NaN as `"NaN"`, so bytes recorded with another NaN's bits
-/// cannot be told apart.
+/// refused rather than used (a null digest is none; any other must be 64 lowercase hex digits).
+/// A float tensor holding a NaN is not held to it: the encoding writes every NaN as `"NaN"`, so
+/// bytes recorded with another NaN's bits cannot be told apart.
 fn recorded_digest_holds(
     recorded: Option<&RawValue>,
     dtype: ScalarType,
@@ -377,6 +387,10 @@ fn recorded_digest_holds(
     let Some(recorded) = recorded.filter(|r| !json_text::is_null(r)).map(Scalar::of) else { return Ok(()) };
     let at = || format!("{path}.bytes_sha256");
     let recorded = recorded.as_str().ok_or_else(|| ioerr(&at(), IoFault::Not("a string")))?;
+    // Well formed whatever the tensor holds: the NaN exemption below is no licence for any text.
+    if recorded.len() != 64 || !recorded.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(ioerr(&at(), IoFault::Not("a SHA-256 digest (64 lowercase hex digits)")));
+    }
     let computed = sha256_hex(data);
     if recorded == computed {
         return Ok(());
@@ -431,6 +445,11 @@ mod tests {
             (json!({"kind": "tensor", "dtype": "int32", "shape": [1]}), "$.x", IoFault::Missing("values")),
             (tensor(json!([1.0])), "$.x.values", IoFault::ValueCount { values: 1, shape: vec![2] }),
             (tensor(json!([1.0, "one"])), "$.x.values[1]", IoFault::Not("a number")),
+            // Only the NON_FINITE spellings, which the ExecuTorch runner reads too.
+            (tensor(json!(["-NaN", 1.0])), "$.x.values[0]", IoFault::Not("a number")),
+            (tensor(json!([1.0, "+inf"])), "$.x.values[1]", IoFault::Not("a number")),
+            (tensor(json!([1.0, "1.5"])), "$.x.values[1]", IoFault::Not("a number")),
+            (json!({"kind": "float", "value": "infinity"}), "$.x", IoFault::Value("a number")),
             (
                 json!({"kind": "tensor", "dtype": "int64", "shape": [2], "values": [1, 2.5]}),
                 "$.x.values[1]",
@@ -512,6 +531,15 @@ mod tests {
         let mut nan = written;
         nan["values"] = json!(["NaN", -0.0]);
         assert!(from_json(&nan, "$").is_ok());
+        // Whatever the tensor holds, a digest is 64 lowercase hex digits.
+        for text in ["00", "", &"A".repeat(64), &"g".repeat(64), &"0".repeat(65)] {
+            nan["bytes_sha256"] = json!(text);
+            assert_eq!(
+                fault(nan.clone()).fault,
+                IoFault::Not("a SHA-256 digest (64 lowercase hex digits)"),
+                "{text:?}"
+            );
+        }
         // Integers and bools are held to it too.
         let ints = json!({"kind": "tensor", "dtype": "int64", "shape": [1], "values": [3], "bytes_sha256": sha256_hex(&4i64.to_le_bytes())});
         assert!(matches!(fault(ints).fault, IoFault::Sha256 { .. }));

@@ -14,27 +14,89 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
 
+/// Reads `text` whole as JSON, building nothing: every number in range, every string's escapes
+/// (surrogates paired), nesting within serde_json's limit and nothing after the value, as a
+/// `serde_json::Value` would read it (with the same error and place). What this module skips
+/// is only skipped once the text it lies in has passed this check, since skipping checks the
+/// syntax alone.
+pub fn validate(text: &str) -> Result<(), serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_any(Valid)?;
+    de.end()
+}
+
+/// A JSON value read whole and kept nowhere.
+struct Valid;
+
+impl<'de> de::Deserialize<'de> for Valid {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Valid)
+    }
+}
+
+impl<'de> Visitor<'de> for Valid {
+    type Value = Valid;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_unit<E>(self) -> Result<Valid, E> {
+        Ok(Valid)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Valid, A::Error> {
+        while seq.next_element::<Valid>()?.is_some() {}
+        Ok(Valid)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Valid, A::Error> {
+        while map.next_entry::<Valid, Valid>()?.is_some() {}
+        Ok(Valid)
+    }
+}
+
 /// The members named `keys` of the JSON object `text`, each as its text (the last of a member
-/// given twice, as a `Value` keeps it). `Ok(None)`: `text` is JSON but not an object.
+/// given twice, as a `Value` keeps it), once `text` is read whole ([`validate`]).
+/// `Ok(None)`: `text` is JSON but not an object.
 pub fn members<'t, const N: usize>(
     text: &'t str,
     keys: [&'static str; N],
 ) -> Result<Option<[Option<&'t RawValue>; N]>, serde_json::Error> {
+    validate(text)?;
     let mut de = serde_json::Deserializer::from_str(text);
-    let found = de.deserialize_any(Members { keys })?;
-    de.end()?;
-    Ok(found)
+    Ok(de.deserialize_any(Members { keys }).ok())
 }
 
+/// [`members`] of `raw`, a value inside a text read whole already (by [`members`] or as a
+/// `Value`). `None`: not an object.
+pub fn members_of<'t, const N: usize>(raw: &'t RawValue, keys: [&'static str; N]) -> Option<[Option<&'t RawValue>; N]> {
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    de.deserialize_any(Members { keys }).ok()
+}
+
+/// The asked-for members of an object; any other value is refused (serde's "invalid type"),
+/// which the callers read as "not an object" since the text is valid JSON.
 struct Members<const N: usize> {
     keys: [&'static str; N],
 }
 
 impl<'de, const N: usize> Visitor<'de> for Members<N> {
-    type Value = Option<[Option<&'de RawValue>; N]>;
+    type Value = [Option<&'de RawValue>; N];
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("an object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
@@ -47,31 +109,7 @@ impl<'de, const N: usize> Visitor<'de> for Members<N> {
                 }
             }
         }
-        Ok(Some(found))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(found)
     }
 }
 
@@ -117,7 +155,7 @@ pub enum Scalar<'t> {
 impl Scalar<'_> {
     /// The scalar of the JSON text `raw`.
     pub fn of(raw: &RawValue) -> Scalar<'_> {
-        // `raw` was read as JSON already, so it reads again.
+        // `raw` lies in a text read whole already ([`validate`], or a `Value`), so it reads again.
         serde_json::from_str(raw.get()).unwrap_or(Scalar::Other)
     }
 
@@ -214,43 +252,23 @@ impl<'de> Visitor<'de> for ScalarVisitor {
 /// [`Scalar::Other`]). `None`: `raw` is not an array.
 pub fn for_each_element<'t>(raw: &'t RawValue, each: impl FnMut(Scalar<'t>)) -> Option<()> {
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    de.deserialize_any(Elements(each)).ok().flatten()
+    // `raw` lies in a text read whole already, so the only refusal is serde's "invalid type"
+    // for a value that is not an array.
+    de.deserialize_any(Elements(each)).ok()
 }
 
 struct Elements<F>(F);
 
 impl<'de, F: FnMut(Scalar<'de>)> Visitor<'de> for Elements<F> {
-    type Value = Option<()>;
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("an array")
     }
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         while let Some(e) = seq.next_element::<Scalar<'de>>()? {
             (self.0)(e);
         }
-        Ok(Some(()))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(())
     }
 }
 
@@ -264,9 +282,9 @@ pub fn try_each<'t, E>(
     let mut de = serde_json::Deserializer::from_str(raw.get());
     let mut refused = None;
     match de.deserialize_any(EachRaw { each, refused: &mut refused }) {
-        Ok(Some(())) => Some(Ok(())),
-        Ok(None) => None,
-        // The only error `raw`, read as JSON already, can give is the one that stops the walk.
+        Ok(()) => Some(Ok(())),
+        // `raw` lies in a text read whole already: an error is the refusal that stopped the
+        // walk, or serde's "invalid type" for a value that is not an array.
         Err(_) => refused.map(Err),
     }
 }
@@ -277,11 +295,11 @@ struct EachRaw<'r, F, E> {
 }
 
 impl<'de, F: FnMut(usize, &'de RawValue) -> Result<(), E>, E> Visitor<'de> for EachRaw<'_, F, E> {
-    type Value = Option<()>;
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("an array")
     }
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         let mut i = 0;
         while let Some(e) = seq.next_element::<&'de RawValue>()? {
             if let Err(e) = (self.each)(i, e) {
@@ -290,29 +308,7 @@ impl<'de, F: FnMut(usize, &'de RawValue) -> Result<(), E>, E> Visitor<'de> for E
             }
             i += 1;
         }
-        Ok(Some(()))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-    fn visit_bool<E2>(self, _: bool) -> Result<Self::Value, E2> {
-        Ok(None)
-    }
-    fn visit_i64<E2>(self, _: i64) -> Result<Self::Value, E2> {
-        Ok(None)
-    }
-    fn visit_u64<E2>(self, _: u64) -> Result<Self::Value, E2> {
-        Ok(None)
-    }
-    fn visit_f64<E2>(self, _: f64) -> Result<Self::Value, E2> {
-        Ok(None)
-    }
-    fn visit_str<E2>(self, _: &str) -> Result<Self::Value, E2> {
-        Ok(None)
-    }
-    fn visit_unit<E2>(self) -> Result<Self::Value, E2> {
-        Ok(None)
+        Ok(())
     }
 }
 
@@ -337,6 +333,27 @@ mod tests {
         assert!(members("7", ["a"]).expect("JSON").is_none());
         assert!(members("{\"a\": 1", ["a"]).is_err());
         assert!(members("{} {}", ["a"]).is_err(), "trailing text");
+    }
+
+    #[test]
+    fn a_text_is_read_whole_before_anything_of_it_is_skipped() {
+        // Skipping checks only the syntax, so a member nobody reads must still be JSON as a
+        // `Value` reads it: in range, its surrogates paired, nested within the limit.
+        let deep = format!("{{\"id\": 1, \"junk\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        for text in [
+            r#"{"id": 1, "outputs": [], "junk": 1e400}"#,
+            r#"{"id": 1, "outputs": [], "junk": -1e999}"#,
+            r#"{"id": 1, "outputs": [], "junk": "\ud800"}"#,
+            r#"{"id": 1, "outputs": [{"kind": "none", "x": "\udfff"}]}"#,
+            r#"{"id": 1, "outputs": [], "junk": 1} x"#,
+            deep.as_str(),
+        ] {
+            let value = serde_json::from_str::<serde_json::Value>(text).map(drop).map_err(|e| e.to_string());
+            let ours = members(text, ["id", "outputs"]).map(drop).map_err(|e| e.to_string());
+            assert!(value.is_err(), "{text:.60}");
+            assert_eq!(ours, value, "the same error at the same place: {text:.60}");
+        }
+        assert!(validate(r#"{"a": [1, -0, 1.5e300, "\ud83d\ude00", {"b": null}]}"#).is_ok());
     }
 
     #[test]
