@@ -51,6 +51,16 @@ fn a_long_line_is_read_into_its_values_bytes_not_a_tree_of_its_text() {
     let request_line = format!(r#"{{"id":8,"op":"run","pte":"/p.pte","method":"forward","inputs":[{tensor}]}}"#);
     let request = within(allowed, || Request::parse(&request_line)).expect("a request");
     assert_eq!(request.inputs.len(), 1);
+    // A member nobody reads, as long as the tensor, is read whole (it must be JSON) and kept
+    // nowhere; a digest is held to the bytes without a copy of them.
+    let digest = ptecheck::program::sha256_hex(&vec![0u8; 4 * n]);
+    let kept = tensor.replacen("]}", &format!(r#"],"bytes_sha256":"{digest}"}}"#), 1);
+    let skipped = tensor.replace("\"kind\":\"tensor\"", "\"k\":\"t\"");
+    let busy = format!(r#"{{"id":9,"junk":[{skipped}],"outputs":[{kept}]}}"#);
+    let (_, reply) = within(allowed, || Reply::parse(&busy)).expect("a reply");
+    let Reply::Outputs(outs) = reply else { panic!("outputs") };
+    assert!(matches!(outs.as_slice(), [HostValue::Tensor(t)] if t.data.len() == 4 * n));
+    drop(outs);
     // A line whose values are refused is refused holding no more.
     let bad = reply_line.replacen(",0]", ",\"zero\"]", 1);
     let refused = within(allowed, || Reply::parse(&bad)).expect_err("refused");
