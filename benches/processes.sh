@@ -4,7 +4,7 @@
 # Alternates `campaign --jobs 1`, `--jobs 2` and `--processes 2` on the same no-swarm cases
 # (CASES, default 8000; seed 7) ROUNDS times (default 3), prints each run's wall time (GNU
 # time) and the median of each round's ratio of one job's time to each two-worker mode's.
-# Build with `--features flat-memory` first to measure that build (README, "Flat memory").
+# Build with `--features flat-memory` first to measure that build (docs/performance.md, section 4).
 set -euo pipefail
 bin=${1:-target/release/ptecheck} rounds=${ROUNDS:-3} cases=${CASES:-8000}
 wall() { /usr/bin/time -f '%e' "$bin" campaign --no-swarm --cases "$cases" --seed 7 "$@" 2>&1 >/dev/null | tail -1; }

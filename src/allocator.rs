@@ -1,6 +1,6 @@
 //! Which allocator the `ptecheck` binary, its benches and `tests/allocator.rs` declare, named
 //! once: mimalloc by default; with the `flat-memory` feature, jemalloc compiled to give freed
-//! pages back at once (README, "Flat memory, opt in"). Owns the choice only: it may not declare
+//! pages back at once (docs/performance.md, section 4). Owns the choice only: it may not declare
 //! a global allocator (the library allocates with whatever its user declares) nor use any other
 //! module.
 

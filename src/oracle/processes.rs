@@ -1,7 +1,7 @@
 //! A campaign run as shard processes: one child per shard, each `campaign ARGS --shard K/N
 //! --jobs 1 --json` of the same program, their reports merged into one ([`super::reports`]).
 //! Processes, unlike threads of one process, give memory back without interrupting each other
-//! (README, "Flat memory, opt in"). Owns starting, watching and reading its children (a report
+//! (docs/performance.md, section 4). Owns starting, watching and reading its children (a report
 //! from stdout, the end of stderr for an error); it may not check cases itself.
 
 use super::campaign::{CampaignOptions, CampaignResult, case_flags};
