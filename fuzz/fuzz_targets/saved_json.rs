@@ -3,11 +3,9 @@
 #![forbid(unsafe_code)]
 
 #[global_allocator]
-static ALLOC: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+static ALLOC: ptecheck_fuzz::Guard = ptecheck_fuzz::guard();
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+libfuzzer_sys::fuzz_target!(init: ptecheck_fuzz::lift_on_panic(&ALLOC), |data: &[u8]| {
     // Guard rail: no allocation (indeed no growth) beyond 4 x input + 1 MiB for this input.
-    let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * data.len() + (1 << 20));
-    ptecheck::oracle::fuzz::saved_json(data);
-    let _ = ALLOC.set_limit(usize::MAX);
+    ptecheck_fuzz::within(&ALLOC, 4, data.len(), || ptecheck::oracle::fuzz::saved_json(data));
 });

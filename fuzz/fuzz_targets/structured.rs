@@ -4,12 +4,10 @@
 #![forbid(unsafe_code)]
 
 #[global_allocator]
-static ALLOC: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+static ALLOC: ptecheck_fuzz::Guard = ptecheck_fuzz::guard();
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+libfuzzer_sys::fuzz_target!(init: ptecheck_fuzz::lift_on_panic(&ALLOC), |data: &[u8]| {
     let file = ptecheck::oracle::fuzz::structured_file(data);
     // Guard rail: no allocation (indeed no growth) beyond 4 x input + 1 MiB while loading.
-    let _ = ALLOC.set_limit(ALLOC.allocated() + 4 * file.len() + (1 << 20));
-    ptecheck::oracle::fuzz::load_pte(&file);
-    let _ = ALLOC.set_limit(usize::MAX);
+    ptecheck_fuzz::within(&ALLOC, 4, file.len(), || ptecheck::oracle::fuzz::load_pte(&file));
 });

@@ -74,7 +74,14 @@ impl NestedPlan {
 
     /// Work one call's set-up does: a slot per value, the arenas' bytes in 8-byte elements.
     fn setup_work(&self) -> u64 {
-        let arenas: u64 = self.plan.non_const_buffer_sizes.iter().flatten().map(|s| (*s).max(0) as u64).sum();
+        // Saturating: the arenas are the blob's numbers, and the memory limit refuses a frame
+        // of them only after this is charged.
+        let arenas = self
+            .plan
+            .non_const_buffer_sizes
+            .iter()
+            .flatten()
+            .fold(0u64, |sum, s| sum.saturating_add((*s).max(0) as u64));
         (self.plan.value_list().len() as u64).saturating_add(arenas.div_ceil(8))
     }
 
