@@ -11,7 +11,8 @@ Verification.InternalConsistency)` and cached by (pte, ptd) path; every request
 loads a fresh method (`ExecuTorchProgram.load_method`), sets its inputs, executes
 it and reads its outputs (cloned, so they outlive the method).
 
-Needs Python >= 3.10 with `executorch` and `torch`; standard library otherwise.
+Needs Python >= 3.10 with `executorch` and `torch` (which brings numpy), and
+protocol_json.py beside it (how a line is read as JSON); standard library otherwise.
 Run:  VENV/bin/python runners/executorch_runner.py
 """
 
@@ -32,6 +33,8 @@ import hashlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import warnings  # noqa: E402
+
+import protocol_json  # noqa: E402  (beside this script: its folder is on sys.path)
 
 PROTOCOL = 1
 RUNNER_NAME = "executorch-pybindings"
@@ -177,34 +180,6 @@ def _req(cond, msg):
         raise RequestError(msg)
 
 
-def _not_json_constant(name):
-    """NaN, Infinity and -Infinity are not JSON (ptecheck's reader refuses them too)."""
-    raise ValueError("%s is not a JSON value" % name)
-
-
-def _json_int(text):
-    """An integer as ptecheck's reader (serde_json) reads it: `-0` is the float -0.0, and one
-    outside both int64 and uint64 a float (refused out of float64's range)."""
-    if text == "-0":
-        return -0.0
-    v = int(text)
-    if -(1 << 63) <= v < (1 << 64):
-        return v
-    return _json_float(text)
-
-
-def _json_float(text):
-    """A number with a fraction or an exponent; out of float64's range it is refused, as by
-    ptecheck's reader, not read as inf."""
-    try:
-        x = float(text)
-    except OverflowError:
-        x = _INF
-    if x in (_INF, -_INF):
-        raise ValueError("number %s out of range" % text[:32])
-    return x
-
-
 def _float_in(v, where):
     c = v.__class__
     if c is float:
@@ -251,6 +226,13 @@ def decode_value(v, i):
                 _req(lo <= min(values) and max(values) <= hi,
                      "%s: value out of range for %s" % (where, dtype))
         t = torch.tensor(values, dtype=tdtype).reshape(shape)
+        if dtype == "float32" and values:
+            # A finite value float32 cannot hold is refused, not read as inf (as ptecheck's
+            # reader refuses it).
+            over = torch.isinf(t.reshape(-1)) & torch.isfinite(torch.tensor(values, dtype=torch.float64))
+            if bool(over.any()):
+                k = int(over.nonzero()[0])
+                raise RequestError("%s: values[%d] = %r is outside float32" % (where, k, values[k]))
         _digest_holds(v.get("bytes_sha256"), t, where)
         return t
     if kind == "int":
@@ -415,8 +397,7 @@ def run(cache, rid, req):
 
 def handle_line(cache, line):
     try:
-        req = json.loads(line, parse_constant=_not_json_constant, parse_int=_json_int,
-                         parse_float=_json_float)
+        req = protocol_json.loads(line)
     except Exception as e:  # noqa: BLE001
         return {"id": None, "error": "request failed: not JSON: %s" % e, "stage": "request"}
     if not isinstance(req, dict):

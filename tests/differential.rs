@@ -572,6 +572,21 @@ fn the_server_answers_a_bad_line_and_goes_on_within_bounded_memory() {
 }
 
 #[test]
+fn the_server_skips_the_lines_the_executorch_runner_skips() {
+    // Blank is ASCII white space, as the ExecuTorch runner's `bytes.strip()` sees it: a line of
+    // vertical tabs and form feeds is skipped, a line of no-break spaces is a bad request.
+    let input = "\u{b}\u{c} \t\r\n\u{a0}\u{a0}\n{\"id\": 7}\n";
+    let mut output = Vec::new();
+    ptecheck::runner::server::serve(std::io::BufReader::new(input.as_bytes()), &mut output, None, None)
+        .expect("serves");
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(output).expect("UTF-8").lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    assert_eq!(lines.len(), 3, "the hello, the bad line's reply, request 7's: {lines:?}");
+    assert_eq!(lines[1]["stage"], "request", "{}", lines[1]);
+    assert_eq!(lines[2]["id"], 7, "{}", lines[2]);
+}
+
+#[test]
 fn a_refused_request_says_what_is_wrong_and_keeps_its_id_when_it_has_one() {
     use ptecheck::runner::protocol::{RequestError, RequestFault};
     let refused = |line: &str| Request::parse(line).expect_err("refused");

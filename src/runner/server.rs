@@ -170,7 +170,8 @@ pub fn serve(
         let refused = match std::str::from_utf8(&buf) {
             _ if too_long => Some(format!("a request line longer than {MAX_LINE} bytes")),
             Err(e) => Some(format!("a request line that is not UTF-8: {e}")),
-            Ok(line) if line.trim().is_empty() => continue,
+            // Blank as the ExecuTorch runner's `bytes.strip()` sees it: ASCII white space only.
+            Ok(line) if line.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)) => continue,
             Ok(_) => None,
         };
         if let Some(why) = refused {

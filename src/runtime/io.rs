@@ -232,8 +232,9 @@ pub fn from_json(v: &Value, path: &str) -> Result<HostValue, IoError> {
 }
 
 /// Decodes a value from its JSON text in the corpus encoding, keeping nothing of the text but
-/// the value: a tensor's values go straight into its bytes (`runtime::json_text`).
-pub fn from_raw(raw: &RawValue, path: &str) -> Result<HostValue, IoError> {
+/// the value: a tensor's values go straight into its bytes (`runtime::json_text`). `raw` lies in
+/// a text read whole already (`json_text::members`, or a `Value`): only the crate makes one.
+pub(crate) fn from_raw(raw: &RawValue, path: &str) -> Result<HostValue, IoError> {
     let members = json_text::members_of(raw, ["kind", "dtype", "shape", "values", "value", "bytes_sha256"]);
     let [kind, dtype, shape, values, value, digest] = members.unwrap_or_default();
     let kind = kind.map(Scalar::of);
@@ -407,8 +408,9 @@ pub fn list_from_json(v: &Value, path: &str) -> Result<Vec<HostValue>, IoError> 
     list_from_raw(&text, path)
 }
 
-/// Decodes a list of values from its JSON text, up to the first value refused.
-pub fn list_from_raw(raw: &RawValue, path: &str) -> Result<Vec<HostValue>, IoError> {
+/// Decodes a list of values from its JSON text, up to the first value refused (`raw` as for
+/// [`from_raw`]).
+pub(crate) fn list_from_raw(raw: &RawValue, path: &str) -> Result<Vec<HostValue>, IoError> {
     let mut out = Vec::new();
     json_text::try_each(raw, |i, x| from_raw(x, &format!("{path}[{i}]")).map(|v| out.push(v)))
         .ok_or_else(|| ioerr(path, IoFault::Not("an array")))??;

@@ -18,7 +18,8 @@ use std::fmt;
 /// (surrogates paired), nesting within serde_json's limit and nothing after the value, as a
 /// `serde_json::Value` would read it (with the same error and place). What this module skips
 /// is only skipped once the text it lies in has passed this check, since skipping checks the
-/// syntax alone.
+/// syntax alone. It stores nothing but what serde_json's own scratch holds while it reads one
+/// escaped string or long number (at most the line).
 pub fn validate(text: &str) -> Result<(), serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(text);
     de.deserialize_any(Valid)?;

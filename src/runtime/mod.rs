@@ -11,7 +11,7 @@ pub mod check;
 pub mod error;
 pub mod frame;
 pub mod io;
-pub mod json_text;
+pub(crate) mod json_text;
 pub mod kernels;
 pub mod method;
 pub mod nested;
