@@ -1259,6 +1259,17 @@ fn shapes_a_pte_cannot_hold_are_refused_by_the_type_check_naming_where() {
         let i = b.input(0);
         assert!(typed(b.finish(&[i])).is_ok(), "{dtype:?}");
     }
+    // A scratch buffer is a uint8 tensor of its `nbytes`: past int32 it is refused, not emitted
+    // as a tensor of the low 32 bits (2^32 + 16 bytes was written as uint8[16]).
+    let mut p = example("scratch-repeated").expect("example");
+    let k = p.modules.iter().position(|m| !m.scratch_specs.is_empty()).expect("a scratch module");
+    assert!(typecheck_program(&p).is_ok());
+    p.modules[k].scratch_specs[0].nbytes = (1 << 32) + 16;
+    let e = typecheck_program(&p).expect_err("nbytes past int32");
+    assert_eq!(e.path, format!("modules[{k}].scratch_specs[0].nbytes"), "{e}");
+    assert!(emit(&p, &opts(false)).is_err(), "the emitter type-checks first");
+    p.modules[k].scratch_specs[0].nbytes = i32::MAX as u64;
+    assert!(typecheck_program(&p).is_ok());
 }
 
 #[test]

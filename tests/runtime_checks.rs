@@ -565,3 +565,33 @@ fn an_output_with_no_host_form_is_refused_not_given_as_none() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn a_given_input_size_past_int32_is_refused_even_when_the_tensor_is_empty() {
+    use ptecheck::runtime::{HostTensor, HostValue, Runtime, RuntimeError, Session};
+    // ExecuTorch's sizes are int32. An empty input may still name a larger size ([0, 2^40]
+    // holds no element): it is refused at set_input, not carried into kernels that index by
+    // its sizes (select_copy normalised an index with it as an i64, sym_size returned it).
+    let data = real("cpu_dynamic_batch");
+    let loaded = format::load(&data).expect("loads");
+    let rt = Runtime::default();
+    let session = Session::new(&loaded, &rt);
+    let mut method = session.load("forward").expect("inits");
+    let HostValue::Tensor(template) = method.input_template(0).expect("a template") else { panic!("a tensor input") };
+    let rank = template.sizes.len();
+    assert!(rank >= 2, "{:?}", template.sizes);
+    let mut sizes = vec![1usize; rank];
+    sizes[0] = 0;
+    for (big, refused) in [(i32::MAX as usize, false), (i32::MAX as usize + 1, true), (1 << 40, true)] {
+        sizes[rank - 1] = big;
+        let empty = HostValue::Tensor(HostTensor { dtype: template.dtype, sizes: sizes.clone(), data: vec![] });
+        match (method.set_input(0, &empty), refused) {
+            (Err(RuntimeError::Input { code, detail, .. }), true) => {
+                assert_eq!(code, ErrorCode::NotSupported, "{detail}");
+                assert!(detail.contains("exceeds int32"), "{detail}");
+            }
+            (Ok(()), false) => {}
+            (other, _) => panic!("size {big}: {other:?}"),
+        }
+    }
+}

@@ -95,9 +95,11 @@ pub struct CallRecord {
 }
 
 fn strides(s: &[usize]) -> Vec<usize> {
-    let mut st = vec![1; s.len()];
+    let mut st = vec![1usize; s.len()];
     for i in (0..s.len().saturating_sub(1)).rev() {
-        st[i] = st[i + 1] * s[i + 1];
+        // Saturating: a shape with a 0 holds no element, yet its other sizes may multiply past
+        // usize (the runtime's `strides` saturates for the same reason).
+        st[i] = st[i + 1].saturating_mul(s[i + 1]);
     }
     st
 }
@@ -105,7 +107,8 @@ fn strides(s: &[usize]) -> Vec<usize> {
 /// `(outer, size, inner)` of a row-major shape around dimension `d`: element `(o, k, i)` is at
 /// `o * size * inner + k * inner + i`.
 pub(crate) fn split_at_dim(shape: &[usize], d: usize) -> (usize, usize, usize) {
-    (shape[..d].iter().product(), shape[d], shape[d + 1..].iter().product())
+    let product = |dims: &[usize]| dims.iter().fold(1usize, |a, b| a.saturating_mul(*b));
+    (product(&shape[..d]), shape[d], product(&shape[d + 1..]))
 }
 
 /// For each element of the broadcast shape `out`, the flat index of the element of `inp`.
@@ -816,4 +819,21 @@ pub fn sample_inputs(g: &Graph, seed: u64) -> Vec<Val> {
             ValueType::Double => Val::Double(((next() % 2001) as f64 - 1000.0) / 64.0),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_shape_whose_other_sizes_multiply_past_usize_has_saturated_strides() {
+        // The type check admits such a shape (no element, every size within int32); its
+        // suffix products are never used to index, but must not overflow on the way.
+        let big = i32::MAX as usize;
+        let shape = [0, big, big, big];
+        assert_eq!(strides(&shape)[0], usize::MAX);
+        assert_eq!(split_at_dim(&shape, 0), (1, 0, usize::MAX));
+        assert_eq!(strides(&[2, 3, 4]), [12, 4, 1]);
+        assert_eq!(split_at_dim(&[2, 3, 4], 1), (2, 3, 4));
+    }
 }

@@ -537,6 +537,13 @@ pub fn typecheck_program(p: &IrProgram) -> Result<Vec<Vec<ValueType>>, IrError> 
     let callees = Callees::new(&p.modules);
     for (i, m) in p.modules.iter().enumerate() {
         graph_types_in(&m.graph, &callees, &format!("modules[{i}].graph"))?;
+        // A scratch buffer is a uint8 tensor of `nbytes` elements, and a size is an int32.
+        if let Some(k) = m.scratch_specs.iter().position(|s| s.nbytes > i32::MAX as u64) {
+            return Err(err(
+                &format!("modules[{i}].scratch_specs[{k}].nbytes"),
+                format!("{} bytes is more than a tensor size (int32) holds", m.scratch_specs[k].nbytes),
+            ));
+        }
     }
     let mut keys = std::collections::BTreeSet::new();
     for (i, n) in p.named_data.iter().enumerate() {

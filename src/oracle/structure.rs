@@ -248,7 +248,7 @@ pub fn check(ir: &IrProgram, loaded: &LoadedProgram<'_>, share: bool, r: &mut Re
                 let ok = usize::try_from(*a).ok().and_then(|i| plan.value_list().get(i)).is_some_and(|v| {
                     matches!(v, EValue::Tensor(t) if t.scalar_type == ScalarType::BYTE
                         && t.allocation_info.is_some()
-                        && t.sizes.as_deref() == Some(&[decl.nbytes as i32][..]))
+                        && matches!(t.sizes.as_deref(), Some(&[n]) if u64::try_from(n) == Ok(decl.nbytes)))
                 });
                 r.check(Invariant::I3, ok, || {
                     format!("{name}: call {k}: scratch arg {s} = values[{a}] is not a planned uint8[{}]", decl.nbytes)

@@ -271,6 +271,14 @@ impl Frame<'_> {
         let limit = self.memory_limit;
         let elem = t.dtype.element_size().unwrap_or(1);
         let need = sizes.iter().try_fold(elem, |a, s| a.checked_mul(*s));
+        // ExecuTorch's sizes are int32: a larger one (reachable through a given input's shape,
+        // whose element count may still be 0) is no tensor it could hold.
+        if let Some(d) = sizes.iter().position(|s| *s > i32::MAX as usize) {
+            return Err(OpError::new(
+                ErrorCode::NotSupported,
+                format!("values[{v}]: size {} of dim {d} exceeds int32, ExecuTorch's size type", sizes[d]),
+            ));
+        }
         // ExecuTorch's resize rules first, with its code (NotSupported): a static tensor keeps
         // its sizes; a dynamic one keeps its rank and its declared element count.
         if t.sizes != sizes {
