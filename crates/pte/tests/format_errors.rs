@@ -551,6 +551,54 @@ fn program_size_inside_the_header() {
 }
 
 #[test]
+fn every_preamble_header_and_root_bound_lies_where_pte_format_puts_it() {
+    // Each bound on its accepting side, then one past it (pte-format §7): a reader off by one
+    // at any of them refuses or accepts the wrong file.
+    // Exactly the 8-byte preamble is not too short: its root offset is what is out of range.
+    assert_eq!(err(b"\x08\0\0\0ET12"), FormatError::RootOffsetOutOfRange { root: 8, limit: 4 });
+    assert_eq!(err(b"\x08\0\0\0ET1"), FormatError::TooShort { len: 7 });
+    let file = real("map_cpu");
+    let len = file.len() as u64;
+    // map_cpu: a 32-byte header, program_size 2248, one segment region [2304, 2308) ending at
+    // the end of the file, which loads.
+    assert!(format::load(&file).is_ok());
+    // program_size: the preamble and header (40 bytes) is the least, the file's length the most.
+    let mut d = file.clone();
+    put_u64(&mut d, 16, 40);
+    assert!(matches!(err(&d), FormatError::RootOffsetOutOfRange { .. }), "{}", err(&d));
+    put_u64(&mut d, 16, 39);
+    assert_eq!(err(&d), FormatError::ProgramSizeTooSmall { program_size: 39, minimum: 40 });
+    let mut d = file.clone();
+    put_u64(&mut d, 16, len);
+    put_u64(&mut d, 24, 0);
+    put_u64(&mut d, 32, 0);
+    assert!(!matches!(err(&d), FormatError::ProgramSizePastEnd { .. }), "{}", err(&d));
+    put_u64(&mut d, 16, len + 1);
+    assert_eq!(err(&d), FormatError::ProgramSizePastEnd { program_size: len + 1, file_len: file.len() });
+    // The segment region may end at the end of the file, not a byte past it, wherever it starts.
+    let mut d = file.clone();
+    put_u64(&mut d, 32, 5);
+    assert_eq!(err(&d), FormatError::SegmentRegionPastEnd { base: 2304, end: len + 1, file_len: file.len() });
+    put_u64(&mut d, 24, len);
+    put_u64(&mut d, 32, 0);
+    // An empty region at the very end is a region; it is the segment in it that does not fit.
+    assert!(matches!(err(&d), FormatError::SegmentPastEnd { index: 0, .. }), "{}", err(&d));
+    // A 32-byte header bounds the segments by its data size, 0 included; a 24-byte one (no size)
+    // by the end of the file.
+    let mut d = file.clone();
+    put_u64(&mut d, 32, 0);
+    assert!(matches!(err(&d), FormatError::SegmentPastEnd { index: 0, .. }), "{}", err(&d));
+    d[12..16].copy_from_slice(&24u32.to_le_bytes());
+    assert!(format::load(&d).is_ok(), "a 24-byte header lets segments run to the end of the file");
+    // The root table may start right after the preamble (where the verifier then judges it).
+    let mut d = file.clone();
+    d[0..4].copy_from_slice(&8u32.to_le_bytes());
+    assert!(matches!(err(&d), FormatError::Malformed { .. }), "the header is no table: {}", err(&d));
+    d[0..4].copy_from_slice(&7u32.to_le_bytes());
+    assert!(matches!(err(&d), FormatError::RootOffsetOutOfRange { root: 7, .. }), "{}", err(&d));
+}
+
+#[test]
 fn segment_data_size_without_a_segment_base() {
     let mut d = real("map_cpu");
     put_u64(&mut d, 24, 0);

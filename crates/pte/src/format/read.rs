@@ -181,7 +181,8 @@ pub(crate) fn region(data: &[u8]) -> Result<Region<'_>, FormatError> {
                 .checked_add(h.segment_data_size)
                 .ok_or(FormatError::SegmentRegionOverflow { base: h.segment_base_offset, size: h.segment_data_size })?;
             if h.segment_base_offset != 0 {
-                if end > file_len as u64 || h.segment_base_offset > file_len as u64 {
+                // `end` is at least the base (the sum did not overflow), so this covers it.
+                if end > file_len as u64 {
                     return Err(FormatError::SegmentRegionPastEnd { base: h.segment_base_offset, end, file_len });
                 }
                 if h.segment_base_offset < h.program_size {
@@ -193,8 +194,9 @@ pub(crate) fn region(data: &[u8]) -> Result<Region<'_>, FormatError> {
             } else if h.segment_data_size != 0 {
                 return Err(FormatError::SegmentRegionPastEnd { base: 0, end, file_len });
             }
-            // Old 24-byte headers carry no data size: segments may run to the end of the file.
-            let limit = if h.segment_data_size > 0 || h.length >= 32 { end } else { file_len as u64 };
+            // Old 24-byte headers carry no data size (`parse` gives 0): segments may run to the
+            // end of the file.
+            let limit = if h.length >= 32 { end } else { file_len as u64 };
             (h.program_size, h.segment_base_offset, limit)
         }
     };
