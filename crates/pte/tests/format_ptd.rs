@@ -121,3 +121,41 @@ fn root_offset_at_and_past_the_limit() {
     let r = load_ptd(&at);
     assert!(!matches!(r, Err(FormatError::RootOffsetOutOfRange { .. })), "the last word is in range: {:?}", r.err());
 }
+
+#[test]
+fn every_preamble_header_and_root_bound_lies_where_the_format_puts_it() {
+    let header = |e: &FormatError, says: &str| matches!(e, FormatError::PtdHeader { detail } if detail.contains(says));
+    // Exactly the 8-byte preamble is not too short: what it lacks is the header.
+    let e = load_ptd(b"\x08\0\0\0FT01").expect_err("no header");
+    assert!(header(&e, "missing FH01"), "{e}");
+    assert_eq!(load_ptd(b"\x08\0\0\0FT0").expect_err("short"), FormatError::TooShort { len: 7 });
+    // Exactly preamble and header (48 bytes) is not a truncated header: what is wrong is past it.
+    let d = sample();
+    let e = load_ptd(&d[..48]).expect_err("nothing after the header");
+    assert!(!header(&e, "header truncated"), "{e}");
+    assert!(header(&load_ptd(&d[..47]).expect_err("cut"), "header truncated"));
+    // The root table may start right after the preamble, not before it.
+    let mut d = sample();
+    d[0..4].copy_from_slice(&8u32.to_le_bytes());
+    assert!(matches!(load_ptd(&d).expect_err("the header is no table"), FormatError::Malformed { .. }));
+    d[0..4].copy_from_slice(&7u32.to_le_bytes());
+    assert!(matches!(
+        load_ptd(&d).expect_err("inside the preamble"),
+        FormatError::RootOffsetOutOfRange { root: 7, .. }
+    ));
+}
+
+#[test]
+fn the_writer_puts_segment_data_at_the_first_aligned_offset_after_the_flatbuffer() {
+    for alignment in [1, 16, 128, 4096] {
+        let d = write_ptd(&[("w", None, &[3u8; 24][..])], alignment);
+        let fb_end = u64_at(&d, 16) + u64_at(&d, 24);
+        let base = u64_at(&d, 32);
+        assert_eq!(base % alignment, 0, "alignment {alignment}");
+        assert!(
+            base >= fb_end && base - fb_end < alignment,
+            "alignment {alignment}: base {base}, flatbuffer ends at {fb_end}"
+        );
+        assert_eq!((base + u64_at(&d, 40)) as usize, d.len(), "the segment data ends the file");
+    }
+}
