@@ -465,3 +465,132 @@ fn values_reading_one_constant_share_one_copy() {
     assert!(std::sync::Arc::ptr_eq(&l.constants[&6], &l.constants[&7]), "one key, two entries");
     assert_eq!(&l.constants[&6][..], &named_bytes[..]);
 }
+
+/// The base blob after `edit` loads.
+fn accept(edit: impl FnOnce(&mut XnnGraph, &mut Vec<u8>)) {
+    let (mut g, mut region) = base();
+    edit(&mut g, &mut region);
+    if let Err(e) = load_graph(&g, &region) {
+        panic!("the edit must load: {e}");
+    }
+}
+
+#[test]
+fn every_verifier_bound_holds_on_its_accepting_side() {
+    // Each limit at its largest accepted value (the rejections above are one past it): a
+    // verifier off by one refuses blobs XNNPACK takes.
+    accept(|g, _| g.num_externs = 4096);
+    accept(|g, _| g.values.push(value(9, &[1; 6], 0, INVALID_ID, 0)));
+    assert_eq!(reject(|g, _| g.values.push(value(9, &[1; 7], 0, INVALID_ID, 0))), XnnError::Rank { index: 4, rank: 7 });
+    // A constant may end exactly at the end of the region, and an empty one may start there
+    // (it is then too small for its tensor, not out of the region).
+    accept(|g, _| g.constant_data.as_mut().expect("cd")[2].size = 16);
+    assert_eq!(
+        reject(|g, _| g.constant_data.as_mut().expect("cd")[2].size = 17),
+        XnnError::ConstantRange { index: 2, idx: 2, offset: 48, size: 17, region: 64 }
+    );
+    let e = reject(|g, _| {
+        g.constant_data.as_mut().expect("cd")[2] = ConstantEntry { offset: 64, size: 0, named_key: None }
+    });
+    assert_eq!(e, XnnError::ConstantSize { index: 2, expected: 12, actual: 0 });
+    // A clamp may be a single value.
+    accept(|g, _| g.nodes[0].output_min_max = Some(MinMax { output_min: 0.5, output_max: 0.5 }));
+}
+
+#[test]
+fn a_dynamically_quantised_value_is_a_qint8_external_input_without_constant_data() {
+    let qint8 = pte::xnnpack::Datatype::Qint8 as i16;
+    accept(|g, _| tensor_mut(g, 0).dq_datatype = qint8);
+    // Not an external input (the output), or with constant data (a constant is no external).
+    assert_eq!(
+        reject(|g, _| tensor_mut(g, 3).dq_datatype = qint8),
+        XnnError::DqDatatype { index: 3, dq_datatype: qint8 }
+    );
+    let e = reject(|g, _| tensor_mut(g, 1).dq_datatype = qint8);
+    assert_eq!(e, XnnError::DqDatatype { index: 1, dq_datatype: qint8 });
+}
+
+#[test]
+fn a_per_channel_value_s_scale_buffer_is_a_constant_it_must_resolve() {
+    // Value 1 (W) quantised per channel over its 3 rows, its scales in constant entry `idx`.
+    let per_channel = |idx: u32| {
+        move |g: &mut XnnGraph, _: &mut Vec<u8>| {
+            let XValue::Tensor(t) = g.values[1].clone() else { panic!("a tensor value") };
+            g.values[1] = XValue::Quantized {
+                tensor: t,
+                params: pte::xnnpack::QuantParams::PerChannel {
+                    scale: None,
+                    channel_dim: 0,
+                    scale_buffer_idx: idx,
+                    num_scales: 3,
+                },
+            };
+        }
+    };
+    // 0 means the scales are inline; entry 2 resolves; entry 9 does not exist.
+    accept(per_channel(0));
+    accept(per_channel(2));
+    assert_eq!(reject(per_channel(9)), XnnError::ConstantIndex { index: 1, idx: 9, table: "constant_data", len: 3 });
+}
+
+#[test]
+fn node_lists_at_their_limits_are_taken_and_a_pad_needs_both_sides() {
+    let node = |p: Payload, t: NodeType| XNode { node_type: t, payload: p, debug_handle: 0, output_min_max: None };
+    let with_output = |g: &mut XnnGraph, p: Payload, t: NodeType| {
+        g.values.push(value(4, &[2, 3], 0, INVALID_ID, 0));
+        g.nodes.push(node(p, t));
+    };
+    // Six dimensions, the most XNNPACK has; a reshape may infer one dimension (0).
+    accept(move |g, _| {
+        let perm = Some(vec![5, 4, 3, 2, 1, 0]);
+        with_output(
+            g,
+            Payload::StaticTranspose { num_dims: 6, perm, input_id: 3, output_id: 4, flags: 0 },
+            NodeType::XNNStaticTranspose,
+        );
+    });
+    accept(move |g, _| {
+        let new_shape = Some(vec![1, 1, 1, 1, 0, 3]);
+        with_output(
+            g,
+            Payload::StaticReshape { num_dims: 6, new_shape, input_id: 3, output_id: 4, flags: 0 },
+            NodeType::XNNStaticReshape,
+        );
+    });
+    let e = reject(move |g, _| {
+        let new_shape = Some(vec![1; 7]);
+        with_output(
+            g,
+            Payload::StaticReshape { num_dims: 7, new_shape, input_id: 3, output_id: 4, flags: 0 },
+            NodeType::XNNStaticReshape,
+        );
+    });
+    assert!(matches!(&e, XnnError::NodeField { field: "new_shape", what, .. } if what.contains("rank 7")), "{e}");
+    let e = reject(move |g, _| {
+        let perm = Some(vec![0, 1, 2, 3, 4, 5, 6]);
+        with_output(
+            g,
+            Payload::StaticTranspose { num_dims: 7, perm, input_id: 3, output_id: 4, flags: 0 },
+            NodeType::XNNStaticTranspose,
+        );
+    });
+    assert!(matches!(&e, XnnError::NodeField { field: "perm", what, .. } if what.contains("7 entries")), "{e}");
+    // A constant pad pads each dimension before and after: both lists, of one length.
+    let pad = |pre: Option<Vec<u32>>, post: Option<Vec<u32>>| Payload::ConstantPad {
+        pre_paddings: pre,
+        post_paddings: post,
+        padding_value: 0.0,
+        input_id: 3,
+        output_id: 4,
+        flags: 0,
+    };
+    accept(move |g, _| with_output(g, pad(Some(vec![0, 1]), Some(vec![1, 0])), NodeType::XNNStaticConstantPad));
+    for (pre, post, field) in [
+        (None, Some(vec![0, 0]), "pre_paddings"),
+        (Some(vec![0, 0]), None, "post_paddings"),
+        (Some(vec![0, 0]), Some(vec![0]), "post_paddings"),
+    ] {
+        let e = reject(move |g, _| with_output(g, pad(pre, post), NodeType::XNNStaticConstantPad));
+        assert!(matches!(&e, XnnError::NodeField { field: f, .. } if *f == field), "{e}");
+    }
+}
