@@ -25,7 +25,7 @@ use ptecheck::generator::{GenConfig, generate_from_bytes};
 
 #[global_allocator]
 static ALLOCATOR: ptecheck::allocator::Chosen = ptecheck::allocator::Chosen;
-use ptecheck::oracle::campaign::{CampaignOptions, CampaignResult, case_config, case_input, run};
+use ptecheck::campaign::{CampaignOptions, CampaignResult, case_config, case_input, run};
 
 /// A campaign's result with the CPU time its process spent running it.
 struct Row {

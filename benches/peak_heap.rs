@@ -19,7 +19,7 @@
 #[global_allocator]
 static ALLOCATOR: cap::Cap<ptecheck::allocator::Chosen> = cap::Cap::new(ptecheck::allocator::Chosen, usize::MAX);
 
-use ptecheck::oracle::campaign::{BLOCK, CampaignOptions, run_with};
+use ptecheck::campaign::{BLOCK, CampaignOptions, run_with};
 use std::process::Command;
 
 /// Runs one campaign in this process and prints: its peak live heap (bytes); the first case of
@@ -68,7 +68,7 @@ fn child_again(cases: u64, jobs: usize, times: u64) {
 /// This process's anonymous resident memory in KiB (`RssAnon` of `/proc/self/status`), where
 /// the system reports it.
 fn anonymous_resident_kib() -> Option<u64> {
-    ptecheck::oracle::resident::status_kib("RssAnon")
+    ptecheck::campaign::resident::status_kib("RssAnon")
 }
 
 /// What a child reported of its campaign (bytes; the block that set the peak, by its first case).

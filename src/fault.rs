@@ -3,7 +3,7 @@
 //! live in — the emitter, a backend's preprocess, the runtime's init-time checks, method init
 //! and teardown — and each fault is one guarded path there. The oracle never edits its input or
 //! filters its findings to exhibit a fault. Which invariant must catch each fault is declared
-//! beside the mutants command (`oracle::mutants::expected_invariant`).
+//! beside the mutants command (`campaign::mutants::expected_invariant`).
 //! May not touch: any other module (the code a fault lives in takes the plan as a parameter).
 
 use serde::{Deserialize, Serialize};
@@ -67,5 +67,13 @@ impl Fault {
     /// The fault named `name`.
     pub fn from_name(name: &str) -> Option<Fault> {
         Fault::iter().find(|f| f.name() == name)
+    }
+
+    /// The fault named `name`, or why not, naming every fault.
+    pub fn parse(name: &str) -> Result<Fault, String> {
+        Fault::from_name(name).ok_or_else(|| {
+            let names: Vec<&str> = Fault::iter().map(|f| f.name()).collect();
+            format!("unknown fault `{name}`; faults: {}", names.join(", "))
+        })
     }
 }

@@ -22,7 +22,7 @@ fn the_feature_chooses_the_allocator() {
 #[cfg(target_os = "linux")]
 #[test]
 fn the_pages_of_freed_small_objects_go_back_at_once() {
-    use ptecheck::oracle::resident::status_kib;
+    use ptecheck::campaign::resident::status_kib;
     let anon = || status_kib("RssAnon").expect("RssAnon on Linux");
     let before = anon();
     // About 46 MiB of 48-byte objects (and 7.6 MiB of pointers to them), each written so its

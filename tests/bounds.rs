@@ -4,7 +4,9 @@
 
 use ptecheck::ir::bound::{Bound, SIN_COS_RANGE, approximate, of_op, ulp};
 use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
-use ptecheck::ir::eval::{Data, Tensor, Val, eval_op, run_method};
+use ptecheck::ir::eval::run_method;
+use ptecheck::ir::kernels::eval_op;
+use ptecheck::ir::value::{Data, Tensor, Val};
 use ptecheck::ir::{IrMethod, IrProgram, LoweredModule, Node, Op};
 use ptecheck::oracle::values::{Verdict, compare, encode};
 

@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 #![cfg(target_os = "linux")]
 
-use ptecheck::oracle::campaign::{CampaignOptions, run};
+use ptecheck::campaign::{CampaignOptions, run};
 use std::collections::BTreeSet;
 
 /// The process's threads, by id (Linux).

@@ -283,7 +283,7 @@ fn a_timeout_that_is_not_a_finite_number_of_seconds_is_refused_by_name() {
 
 #[test]
 fn more_jobs_than_a_campaign_may_ask_for_are_refused_by_name() {
-    let too_many = (ptecheck::oracle::campaign::MAX_JOBS + 1).to_string();
+    let too_many = (ptecheck::campaign::MAX_JOBS + 1).to_string();
     let out = bin().args(["campaign", "--cases", "1", "--jobs", &too_many]).output().expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

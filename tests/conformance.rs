@@ -3,9 +3,9 @@
 
 #![forbid(unsafe_code)]
 
-use ptecheck::oracle::campaign::CampaignOptions;
-use ptecheck::oracle::conformance::generate_corpus;
-use ptecheck::oracle::replay::run_expect;
+use ptecheck::campaign::CampaignOptions;
+use ptecheck::campaign::conformance::generate_corpus;
+use ptecheck::campaign::replay::run_expect;
 use ptecheck::runtime::Session;
 
 #[test]
@@ -76,7 +76,7 @@ fn a_recorded_tolerance_is_enforced() {
 
 #[test]
 fn a_replay_refuses_a_document_it_cannot_compare_faithfully() {
-    use ptecheck::oracle::replay::bound_from_json;
+    use ptecheck::campaign::case_files::bound_from_json;
     use ptecheck::runtime::io::IoFault;
     use ptecheck::runtime::{ErrorCode, HostTensor, HostValue};
     use serde_json::json;

@@ -6,8 +6,9 @@
 
 #![forbid(unsafe_code)]
 
-use ptecheck::oracle::campaign::CampaignOptions;
-use ptecheck::oracle::differential::{DiffOptions, DiffReport, run};
+use ptecheck::campaign::CampaignOptions;
+use ptecheck::campaign::diff_report::DiffReport;
+use ptecheck::campaign::differential::{DiffOptions, run};
 use ptecheck::runner::{Outcome, Reply, Request, Runner, RunnerConfig, StartError};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -71,8 +72,8 @@ fn a_planted_numeric_fault_is_found_shrunk_and_written() {
     let opts = CampaignOptions::default();
     let case = r.mismatches[0].case;
     let original = ptecheck::generator::generate(
-        &ptecheck::oracle::campaign::case_config(&opts, case),
-        &mut arbitrary::Unstructured::new(&ptecheck::oracle::campaign::case_input(opts.seed, case)),
+        &ptecheck::campaign::case_config(&opts, case),
+        &mut arbitrary::Unstructured::new(&ptecheck::campaign::case_input(opts.seed, case)),
         None,
     );
     let (shrunk, before) = (ptecheck::oracle::node_count(&p), ptecheck::oracle::node_count(&original.program));
@@ -84,7 +85,7 @@ fn a_planted_numeric_fault_is_found_shrunk_and_written() {
         serde_json::from_slice(&std::fs::read(first.join("io.json")).expect("io")).expect("json");
     let rt = ptecheck::backends::default_runtime();
     let outcomes =
-        ptecheck::oracle::replay::run_expect(&ptecheck::runtime::Session::new(&loaded, &rt), &io).expect("io");
+        ptecheck::campaign::replay::run_expect(&ptecheck::runtime::Session::new(&loaded, &rt), &io).expect("io");
     assert!(outcomes.iter().all(|o| o.ok), "{outcomes:?}");
 }
 
@@ -297,9 +298,9 @@ fn non_finite_float_scalars_and_elements_survive_the_corpus_encoding() {
 
 #[test]
 fn the_generator_keeps_to_what_the_runner_announced() {
+    use ptecheck::campaign::differential::restrict;
+    use ptecheck::campaign::{case_config, case_input};
     use ptecheck::ir::{Node, OpKind};
-    use ptecheck::oracle::campaign::{case_config, case_input};
-    use ptecheck::oracle::differential::restrict;
     use strum::IntoEnumIterator;
     let allowed = [OpKind::Add, OpKind::Mul, OpKind::Relu];
     let hello = ptecheck::runner::Hello {
@@ -336,7 +337,7 @@ fn the_generator_keeps_to_what_the_runner_announced() {
     assert!(!backends.is_empty());
     assert!(OpKind::iter().count() > allowed.len());
     // What is left out is reported, one entry per operator, backend and feature.
-    let left = ptecheck::oracle::differential::not_announced(&opts.config, &hello);
+    let left = ptecheck::campaign::differential::not_announced(&opts.config, &hello);
     let ops_left = left.iter().filter(|x| x.starts_with("op:")).count();
     assert_eq!(ops_left, OpKind::iter().count() - allowed.len(), "{left:?}");
     assert!(left.contains(&"backend:demo".to_string()) && !left.contains(&"backend:XnnpackBackend".to_string()));
@@ -346,7 +347,7 @@ fn the_generator_keeps_to_what_the_runner_announced() {
         r#"{"protocol": 1, "name": "x", "version": "0", "backends": [], "operator": ["aten::add.out"]}"#,
     )
     .expect("a hello");
-    let left = ptecheck::oracle::differential::not_announced(&opts.config, &misspelled);
+    let left = ptecheck::campaign::differential::not_announced(&opts.config, &misspelled);
     assert_eq!(left.iter().filter(|x| x.starts_with("op:")).count(), OpKind::iter().count());
 }
 
@@ -442,7 +443,7 @@ fn sub_program(dir: &std::path::Path) -> (PathBuf, Vec<u8>) {
 
 #[test]
 fn one_file_versus_a_runner_agrees_or_says_how_the_two_end() {
-    use ptecheck::oracle::versus::{Ending, versus};
+    use ptecheck::campaign::versus::{Ending, versus};
     use ptecheck::runner::Stage;
     let dir = tmp("versus");
     let dir = dir.path();
@@ -524,7 +525,7 @@ fn run_with_a_runner_exits_one_when_an_init_code_differs() {
 
 #[test]
 fn endings_agree_only_at_the_same_stage_with_the_same_code() {
-    use ptecheck::oracle::versus::{Ending, agree};
+    use ptecheck::campaign::versus::{Ending, agree};
     use ptecheck::runner::Stage;
     let at = |stage, code| Ending::Refused { stage, code, message: String::new() };
     let cases = [

@@ -53,7 +53,7 @@ fn every_single_byte_flip_of_a_real_file_is_rejected_or_handled() {
                 }
                 // Whatever loads is checked and run without a panic, hang or leak.
                 let _ = ptecheck::runtime::check_all_methods(&l);
-                let _ = ptecheck::oracle::fuzz::run_all(&l, &rt);
+                let _ = ptecheck::campaign::fuzz::run_all(&l, &rt);
             }
         }
     }

@@ -562,7 +562,7 @@ fn emitted_example_seeds_are_what_the_emitter_writes() {
 
 #[test]
 fn the_fuzz_runtime_bounds_memory_by_the_input_size() {
-    use ptecheck::oracle::fuzz::fuzz_runtime;
+    use ptecheck::campaign::fuzz::fuzz_runtime;
     assert_eq!(fuzz_runtime(0).memory_limit, 16 * 1024);
     assert_eq!(fuzz_runtime(100_000).memory_limit, 16 * 1024);
     assert_eq!(fuzz_runtime(1 << 20).memory_limit, 1 << 16);

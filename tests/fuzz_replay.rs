@@ -10,7 +10,7 @@
 
 #![forbid(unsafe_code)]
 
-use ptecheck::oracle::fuzz::{self, Outcome};
+use ptecheck::campaign::fuzz::{self, Outcome};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -4,11 +4,11 @@
 
 #![forbid(unsafe_code)]
 
+use ptecheck::campaign::case_input;
 use ptecheck::generator::config::MAX_TOTAL_NODES;
 use ptecheck::generator::{GenConfig, Switch, Switches, generate_from_bytes};
 use ptecheck::ir::infer::typecheck_program;
 use ptecheck::ir::{Graph, IrProgram};
-use ptecheck::oracle::campaign::case_input;
 
 /// Nodes and graphs of `g`, nested bodies included.
 fn graph_size(g: &Graph) -> (usize, usize) {
@@ -181,7 +181,7 @@ fn without_the_budget_the_same_inputs_make_larger_programs() {
 
 #[test]
 fn the_default_budget_changes_few_swarm_programs_and_swarm_keeps_it() {
-    use ptecheck::oracle::campaign::{CampaignOptions, case_config};
+    use ptecheck::campaign::{CampaignOptions, case_config};
     let opts = CampaignOptions::default();
     let budget = GenConfig::default().max_total_nodes;
     let (mut changed, cases) = (0, 4000u64);

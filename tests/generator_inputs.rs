@@ -4,10 +4,10 @@
 #![forbid(unsafe_code)]
 
 use arbitrary::Unstructured;
+use ptecheck::campaign::{CampaignOptions, case_config, case_input};
 use ptecheck::generator::generate;
 use ptecheck::generator::inputs::{draw_f32, draw_i64};
-use ptecheck::ir::eval::{Data, Val};
-use ptecheck::oracle::campaign::{CampaignOptions, case_config, case_input};
+use ptecheck::ir::value::{Data, Val};
 use std::collections::BTreeSet;
 
 fn f32_class(x: f32) -> &'static str {

@@ -7,9 +7,9 @@
 #![forbid(unsafe_code)]
 
 use arbitrary::Unstructured;
+use ptecheck::campaign::{CampaignOptions, case_config, case_input};
 use ptecheck::format;
 use ptecheck::generator::generate;
-use ptecheck::oracle::campaign::{CampaignOptions, case_config, case_input};
 use ptecheck::oracle::negative::{Class, Corruption, Patched, corruptions, past};
 use ptecheck::program::{EValue, ExecutionPlan, Instruction, SCRATCH_KEY};
 use std::collections::BTreeMap;
@@ -82,7 +82,7 @@ fn every_plan_gets_every_corruption_its_structure_calls_for_and_each_applies() {
     let mut seen: BTreeMap<Class, usize> = BTreeMap::new();
     for case in 0..60 {
         let g = generate(&case_config(&opts, case), &mut Unstructured::new(&case_input(11, case)), None);
-        let bytes = ptecheck::oracle::conformance::emit_both(&g, true).expect("emits").shared;
+        let bytes = ptecheck::campaign::case_files::emit_both(&g, true).expect("emits").shared;
         let loaded = format::load(&bytes).expect("loads");
         for (pi, plan) in loaded.program.plans().iter().enumerate() {
             let all = corruptions(plan, pi);
@@ -236,7 +236,7 @@ fn every_corruption_end_to_end_goes_a_window_at_a_time_and_misses_none() {
     let bytes = (0..64u64)
         .find_map(|seed| {
             let g = generate(&cfg, &mut Unstructured::new(&case_input(seed, 0)), None);
-            let bytes = ptecheck::oracle::conformance::emit_both(&g, true).ok()?.shared;
+            let bytes = ptecheck::campaign::case_files::emit_both(&g, true).ok()?.shared;
             let n = corruptions(&format::load(&bytes).ok()?.program.plans()[0], 0).len() as u64;
             (n > END_TO_END_WINDOW + END_TO_END_WINDOW / 2).then_some(bytes)
         })

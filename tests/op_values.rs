@@ -8,7 +8,8 @@
 
 use ptecheck::emit::{EmitOptions, emit};
 use ptecheck::format;
-use ptecheck::ir::eval::{Data, Tensor, Val, eval_op};
+use ptecheck::ir::kernels::eval_op;
+use ptecheck::ir::value::{Data, Tensor, Val};
 use ptecheck::ir::{Dtype, Graph, IrMethod, IrProgram, Node, Op, OpKind, ValueType};
 use ptecheck::oracle::values::{encode, same, show};
 use ptecheck::runtime::Session;

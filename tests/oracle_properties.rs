@@ -56,6 +56,6 @@ proptest! {
     /// generative half, which the fuzz target runs too).
     #[test]
     fn runner_protocol_lines_read_back_as_written(bytes in proptest::collection::vec(any::<u8>(), 0..1024)) {
-        ptecheck::oracle::fuzz::runner_lines(&bytes);
+        ptecheck::campaign::fuzz::runner_lines(&bytes);
     }
 }

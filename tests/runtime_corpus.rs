@@ -6,15 +6,15 @@
 #![forbid(unsafe_code)]
 
 use ptecheck::backends::default_runtime;
+use ptecheck::campaign::replay::run_expect;
 use ptecheck::format;
-use ptecheck::oracle::replay::run_expect;
 use ptecheck::runtime::{Session, Trace, check_all_methods};
 
 fn read(name: &str, ext: &str) -> Vec<u8> {
     std::fs::read(format!("{}/corpus/real/{name}.{ext}", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
 }
 
-fn expect(name: &str) -> (Vec<ptecheck::oracle::replay::RunOutcome>, Trace) {
+fn expect(name: &str) -> (Vec<ptecheck::campaign::replay::RunOutcome>, Trace) {
     let data = read(name, "pte");
     let loaded = format::load(&data).expect("loads");
     let io: serde_json::Value = serde_json::from_slice(&read(name, "io.json")).expect("io json");

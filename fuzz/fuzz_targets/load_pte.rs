@@ -1,4 +1,4 @@
-//! Fuzz target `load_pte`: one call of `ptecheck::oracle::fuzz::load_pte` under the allocation guard.
+//! Fuzz target `load_pte`: one call of `ptecheck::campaign::fuzz::load_pte` under the allocation guard.
 #![no_main]
 #![forbid(unsafe_code)]
 
@@ -7,5 +7,5 @@ static ALLOC: ptecheck_fuzz::Guard = ptecheck_fuzz::guard();
 
 libfuzzer_sys::fuzz_target!(init: ptecheck_fuzz::lift_on_panic(&ALLOC), |data: &[u8]| {
     // Guard rail: no allocation (indeed no growth) beyond 4 x input + 1 MiB for this input.
-    ptecheck_fuzz::within(&ALLOC, 4, data.len(), || ptecheck::oracle::fuzz::load_pte(data));
+    ptecheck_fuzz::within(&ALLOC, 4, data.len(), || ptecheck::campaign::fuzz::load_pte(data));
 });

@@ -7,7 +7,7 @@
 static ALLOC: ptecheck_fuzz::Guard = ptecheck_fuzz::guard();
 
 libfuzzer_sys::fuzz_target!(init: ptecheck_fuzz::lift_on_panic(&ALLOC), |data: &[u8]| {
-    let file = ptecheck::oracle::fuzz::structured_file(data);
+    let file = ptecheck::campaign::fuzz::structured_file(data);
     // Guard rail: no allocation (indeed no growth) beyond 4 x input + 1 MiB while loading.
-    ptecheck_fuzz::within(&ALLOC, 4, file.len(), || ptecheck::oracle::fuzz::load_pte(&file));
+    ptecheck_fuzz::within(&ALLOC, 4, file.len(), || ptecheck::campaign::fuzz::load_pte(&file));
 });

@@ -2,7 +2,7 @@
 //! running one input under a limit, and a panic hook that lifts the limit first, so that a
 //! panic under the guard is reported with its message and backtrace (the report allocates)
 //! rather than dying in a failed allocation that libFuzzer then sees as a timeout.
-//! May not touch: what a target checks (`ptecheck::oracle::fuzz` owns that).
+//! May not touch: what a target checks (`ptecheck::campaign::fuzz` owns that).
 #![forbid(unsafe_code)]
 
 /// The allocator every target declares: the system allocator with a limit.

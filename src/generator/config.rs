@@ -163,7 +163,7 @@ impl GenConfig {
         let call_percent = u.int_in_range(self.call_percent.min(10)..=self.call_percent).unwrap_or(self.call_percent);
         let control_percent = u.int_in_range(0..=self.control_percent).unwrap_or(self.control_percent);
         let mut features = self.features.and(&u.arbitrary::<Switches>().unwrap_or_default());
-        features.set(super::Switch::Calls, self.features.on(super::Switch::Calls));
+        features.set(super::features::Switch::Calls, self.features.on(super::features::Switch::Calls));
         GenConfig {
             min_methods,
             max_methods,

@@ -28,7 +28,7 @@ use crate::backends::multifn::{self, MULTIFUNCTION_SPEC, MethodPartitions};
 use crate::backends::xnnpack;
 use crate::fault::Fault;
 use crate::ir::build::GraphBuilder;
-use crate::ir::eval::Val;
+use crate::ir::value::Val;
 use crate::ir::{
     ConstTensor, Dtype, Graph, IrMethod, IrProgram, LoweredModule, NamedBlob, Node, Op, OpKind, Ref, ValueType,
 };

@@ -7,7 +7,7 @@
 //! (`oracle::values`).
 //! May not touch: the program (it reads only its input types), emission, the runtime.
 
-use crate::ir::eval::{Data, Tensor, Val};
+use crate::ir::value::{Data, Tensor, Val};
 use crate::ir::{Dtype, Graph, ValueType};
 use arbitrary::Unstructured;
 

@@ -428,3 +428,59 @@ pub fn ptd_json(ptd: &LoadedPtd<'_>) -> Value {
         })).collect::<Vec<_>>(),
     })
 }
+
+/// How `inspect` shows a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// The readable summary.
+    Text,
+    /// The JSON document.
+    Json,
+    /// The Graphviz graph (a `.ptd` is shown as text).
+    Dot,
+}
+
+/// Whether `bytes` are a `.ptd` file (its identifier at bytes 4..8).
+pub fn is_ptd(bytes: &[u8]) -> bool {
+    bytes.get(4..8) == Some(crate::format::ptd::PTD_IDENTIFIER)
+}
+
+/// One file's document in `form`: a `.pte` or a `.ptd`, told by its identifier. `file` names
+/// the file in the document (a JSON `file` member, a heading line or a graph comment) when
+/// several are shown, so that no document can be taken for another file's. `Err`: why the
+/// loader refused it, and the document that says so when one is due (JSON of several files).
+pub fn document(bytes: &[u8], form: Form, file: Option<&str>) -> Result<String, (String, Option<String>)> {
+    let named = |mut v: Value| {
+        if let (Some(f), Some(o)) = (file, v.as_object_mut()) {
+            o.insert("file".into(), json!(f));
+        }
+        serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+    };
+    let heading = match (file, form) {
+        (Some(f), Form::Text) => format!("== {f}\n"),
+        (Some(f), Form::Dot) => format!("// == {f}\n"),
+        _ => String::new(),
+    };
+    let refused = |e: String| {
+        let mut doc = heading.clone();
+        if file.is_some() && form == Form::Json {
+            doc += &named(json!({"error": e}));
+        }
+        (e, Some(doc).filter(|d| !d.is_empty()))
+    };
+    let body = if is_ptd(bytes) {
+        match crate::format::load_ptd(bytes) {
+            Ok(ptd) if form == Form::Json => named(ptd_json(&ptd)),
+            Ok(ptd) => ptd_text(&ptd),
+            Err(e) => return Err(refused(e.to_string())),
+        }
+    } else {
+        match crate::format::load(bytes) {
+            Ok(l) if form == Form::Json => named(to_json(&l)),
+            Ok(l) if form == Form::Dot => to_dot(&l),
+            Ok(l) => to_text(&l),
+            Err(e) => return Err(refused(e.to_string())),
+        }
+    };
+    Ok(heading + &body)
+}

@@ -18,8 +18,9 @@
 //! result of an inexact operand may also differ in the sign of a zero ([`signed_zeros`]).
 //! May not touch: `.pte` bytes, the runtime, the backends (a backend's id is all it reads).
 
-use super::Op;
-use super::eval::{Data, Tensor, Val, bmap, eval_op};
+use super::kernels::eval_op;
+use super::op::Op;
+use super::value::{Data, Tensor, Val, bmap};
 
 /// How far a conforming implementation's value may be from the eager one.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,7 +1,8 @@
 //! A small builder for graphs: constants, then inputs, then nodes, refs handed out in order.
 //! May not touch: type checking (`infer` checks built graphs like any other), bytes, the runtime.
 
-use super::*;
+use super::op::Op;
+use super::program::*;
 
 /// Builds one graph.
 #[derive(Debug, Default)]

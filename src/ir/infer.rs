@@ -2,7 +2,8 @@
 //! dtypes and shapes, call signatures and control-flow signatures. Produces the type of every
 //! ref of a graph, which the emitter needs for tensor metadata.
 
-use super::*;
+use super::op::Op;
+use super::program::*;
 use pte::program::checked_numel;
 use thiserror::Error;
 

@@ -2,7 +2,7 @@
 //! indented.
 //! May not touch: the programs it prints, the saved JSON form, `.pte` bytes, the runtime.
 
-use super::*;
+use super::program::*;
 use std::fmt::Write as _;
 
 fn ty(t: &ValueType) -> String {

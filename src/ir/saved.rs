@@ -5,9 +5,9 @@
 //! path.
 //! May not touch: the IR's types (it saves and loads them as they are), `.pte` bytes, the runtime.
 
-use super::IrProgram;
 use super::infer::IrError;
 use super::infer::typecheck_program;
+use super::program::IrProgram;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 

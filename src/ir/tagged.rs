@@ -13,7 +13,8 @@
 //! arrays: both are rejected (`save` writes neither).
 //! Owns: `Deserialize` for `Node` and `Op`. May not touch: the IR's types or their saved form.
 
-use super::{Graph, Node, Op, Ref};
+use super::op::Op;
+use super::program::{Graph, Node, Ref};
 use serde::de::value::StringDeserializer;
 use serde::de::{self, DeserializeSeed, EnumAccess, IntoDeserializer, MapAccess, VariantAccess, Visitor};
 use serde::{Deserialize, Deserializer};

@@ -61,6 +61,12 @@ impl Invariant {
     pub fn all() -> Vec<Invariant> {
         Invariant::iter().collect()
     }
+
+    /// Whether it is a check that is counted when performed; `emit` is a kind of failure only
+    /// (the program could not be emitted, written or loaded), counted when it happens.
+    pub fn is_check(self) -> bool {
+        self != Invariant::Emit
+    }
 }
 
 /// Times each invariant was checked, in [`Invariant`] order; an invariant never counted has no

@@ -5,9 +5,10 @@
 //! shared-model table (multi-function bundles).
 //! May not touch: the backends' ledgers or the runtime's trace (it only reads them), the emitter.
 
+use super::invariant::Invariant;
+use super::report::{CheckOptions, Report, Timings};
 use super::structure::{call_sequence, delegate_calls, expected_delegates, shares};
 use super::values::{bounded_difference, encode_all};
-use super::{CheckOptions, Invariant, Report, Timings};
 use crate::backends::default_backends_with;
 use crate::backends::failing::FailingBackend;
 use crate::backends::ledger::{Counted, Ledger, LedgerEvent};

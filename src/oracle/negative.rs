@@ -9,8 +9,9 @@
 //! May not touch: the emitter or the generator (it edits a loaded program one element at a time and
 //! puts each back).
 
+use super::invariant::Invariant;
 use super::lifecycle::Rig;
-use super::{Invariant, Report};
+use super::report::{Coverage, Report};
 use crate::format::LoadedProgram;
 use crate::program::{DelegateCall, EValue, ExecutionPlan, Instruction, KernelCall, Program, SCRATCH_KEY};
 use crate::runtime::check::{Io, PreparedPlan, Replacement, check_method_with};
@@ -477,22 +478,6 @@ pub fn check(
         if from >= count {
             return done;
         }
-    }
-}
-
-/// How many corruptions [`check`] sent through each path.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Coverage {
-    /// Checked on the one edited element.
-    pub per_element: usize,
-    /// Also loaded end to end by the runtime.
-    pub end_to_end: usize,
-}
-
-impl std::ops::AddAssign for Coverage {
-    fn add_assign(&mut self, o: Coverage) {
-        self.per_element += o.per_element;
-        self.end_to_end += o.end_to_end;
     }
 }
 

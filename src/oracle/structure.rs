@@ -2,7 +2,8 @@
 //! itself from the IR and the decoded program (the runtime's checker is code under test: it is
 //! exercised by the negative checks, not trusted here).
 
-use super::{Invariant, Report};
+use super::invariant::Invariant;
+use super::report::Report;
 use crate::format::LoadedProgram;
 use crate::ir::infer::graph_types;
 use crate::ir::{Dtype, Graph, IrProgram, LoweredModule, Node, ValueType};

@@ -8,7 +8,7 @@
 //! * scalars likewise; kinds must match.
 
 use crate::ir::bound::Bound;
-use crate::ir::eval::{Data, Val};
+use crate::ir::value::{Data, Val};
 use crate::program::ScalarType;
 use crate::runtime::{HostTensor, HostValue};
 

@@ -292,6 +292,21 @@ pub struct TraceSummary {
     pub executes_per_site: BTreeMap<String, usize>,
 }
 
+/// `trace: N init, …` and the executes per call site, a line each.
+impl std::fmt::Display for TraceSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "trace: {} init, {} init failed, {} execute, {} destroy, {} live, peak handle bytes {}",
+            self.inits, self.init_failures, self.executes, self.destroys, self.live_handles, self.peak_handle_bytes
+        )?;
+        for (site, n) in &self.executes_per_site {
+            writeln!(f, "  executes at {site}: {n}")?;
+        }
+        Ok(())
+    }
+}
+
 impl Trace {
     fn log(&self) -> std::sync::MutexGuard<'_, TraceLog> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())

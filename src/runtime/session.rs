@@ -63,7 +63,7 @@ impl<'s, 'a> Session<'s, 'a> {
             return Err(RuntimeError::Input {
                 method: method.name().to_string(),
                 index: given.len().min(method.num_inputs()),
-                code: super::ErrorCode::InvalidArgument,
+                code: super::error::ErrorCode::InvalidArgument,
                 detail: format!("{} inputs given, the method takes {}", given.len(), method.num_inputs()),
             });
         }

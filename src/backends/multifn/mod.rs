@@ -15,11 +15,8 @@
 //! units); executions on one model are serialised.
 //! May not touch: the eager interpreter (`ir::eval`), the emitter, the loader.
 
+mod sync;
 pub mod table;
-
-mod sync {
-    pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-}
 
 use crate::backends::blob_cache::{BlobCache, compiled};
 use crate::backends::graph::{BLOB_METHOD, compile};

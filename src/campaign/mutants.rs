@@ -2,10 +2,13 @@
 //! caught it, which one, after how many cases, and how small the shrunk counterexample is.
 //! May not touch: the faulted code (each fault is a parameter the stages take), the checks.
 
-use super::Invariant;
-use super::campaign::{CampaignOptions, run};
+use super::options::CampaignOptions;
+use super::run::run;
+use crate::exit::Exit;
 use crate::fault::Fault;
+use crate::oracle::Invariant;
 use serde::Serialize;
+use std::fmt;
 
 /// The invariant that must catch each seeded fault first (declared here, once, for every fault).
 pub fn expected_invariant(f: Fault) -> Invariant {
@@ -45,9 +48,45 @@ pub struct MutantResult {
     pub expected: String,
 }
 
+/// The outcome of every fault (`ptecheck mutants`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(transparent)]
+pub struct MutantsReport(pub Vec<MutantResult>);
+
+impl MutantsReport {
+    /// Ok when every fault was caught, by the invariant that must catch it.
+    pub fn exit(&self) -> Exit {
+        Exit::failed_if(!self.0.iter().all(|r| r.caught && r.invariant.as_deref() == Some(r.expected.as_str())))
+    }
+}
+
+/// A table: one line per fault.
+impl fmt::Display for MutantsReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<32} {:<7} {:>14} {:>13}  invariant (expected)",
+            "fault", "caught", "cases_to_catch", "shrunk_nodes"
+        )?;
+        for r in &self.0 {
+            writeln!(
+                f,
+                "{:<32} {:<7} {:>14} {:>13}  {} ({})",
+                r.name,
+                r.caught,
+                r.cases_to_catch.map_or("-".into(), |c| c.to_string()),
+                r.shrunk_nodes.map_or("-".into(), |c| c.to_string()),
+                r.invariant.clone().unwrap_or_default(),
+                r.expected
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs every fault for at most `max_cases` cases each.
-pub fn run_mutants(base: &CampaignOptions, max_cases: u64, faults: &[Fault]) -> Vec<MutantResult> {
-    faults
+pub fn run_mutants(base: &CampaignOptions, max_cases: u64, faults: &[Fault]) -> MutantsReport {
+    let results = faults
         .iter()
         .map(|f| {
             let opts = CampaignOptions {
@@ -67,5 +106,6 @@ pub fn run_mutants(base: &CampaignOptions, max_cases: u64, faults: &[Fault]) -> 
                 expected: expected_invariant(*f).name().to_string(),
             }
         })
-        .collect()
+        .collect();
+    MutantsReport(results)
 }

@@ -4,8 +4,9 @@
 //! (docs/performance.md, section 4). Owns starting, watching and reading its children (a report
 //! from stdout, the end of stderr for an error); it may not check cases itself.
 
-use super::campaign::{CampaignOptions, CampaignResult, case_flags};
+use super::options::{CampaignOptions, case_flags};
 use super::reports::{MergeError, merge};
+use super::result::CampaignResult;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -7,11 +7,11 @@
 //! or runtime (a crash on bad input), or in the emitter (an invariant violated on a valid
 //! generated program).
 
-use super::{CheckOptions, check_case};
 use crate::backends::default_runtime;
 use crate::format::{self, LoadedProgram};
 use crate::generator::{GenConfig, generate};
 use crate::ir::saved;
+use crate::oracle::{CheckOptions, check_case};
 use crate::program::checked_numel;
 use crate::program::{Instruction, Program};
 use crate::runtime::{HostTensor, HostValue, Runtime, Session};

@@ -5,63 +5,20 @@
 //! [`INEXACT_ULPS`]. The largest ulp gap is always reported.
 //! May not touch: the recording it replays, generation, emission.
 
-use super::values::{Verdict, compare};
+use super::case_files::bound_from_json;
+use crate::exit::Exit;
 use crate::ir::bound::Bound;
+use crate::oracle::values::{Verdict, compare};
 use crate::program::{ExecutionPlan, ScalarType};
 use crate::runtime::io::{IoError, IoFault, ioerr, list_from_json};
 use crate::runtime::value::decode_f64;
-use crate::runtime::{HostValue, RuntimeError, Session};
+use crate::runtime::{HostValue, RuntimeError, Session, TraceSummary};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::fmt;
 
 /// Ulp gap tolerated for methods whose ops may round differently from PyTorch.
 pub const INEXACT_ULPS: u64 = 4;
-
-/// The JSON form of a tolerance (`io.json` `runs[k].tolerance[i]`).
-pub fn bound_to_json(b: &Bound) -> Value {
-    let f = |x: &f64| if x.is_finite() { json!(x) } else { json!("inf") };
-    match b {
-        Bound::Exact => json!({"exact": true}),
-        Bound::Abs(v) => json!({"abs": v.iter().map(f).collect::<Vec<_>>()}),
-        Bound::Flags(v) => json!({"may_differ": v}),
-        Bound::Any => json!({"any": true}),
-    }
-}
-
-/// Reads a tolerance.
-pub fn bound_from_json(v: &Value, path: &str) -> Result<Bound, IoError> {
-    // `{"exact": true}` and `{"any": true}`; any other value of theirs is refused, not read
-    // by the key alone (`{"any": false}` is not a licence to accept anything).
-    for (key, bound) in [("exact", Bound::Exact), ("any", Bound::Any)] {
-        if let Some(x) = v.get(key) {
-            return if x.as_bool() == Some(true) {
-                Ok(bound)
-            } else {
-                Err(ioerr(&format!("{path}.{key}"), IoFault::Not("true")))
-            };
-        }
-    }
-    if let Some(a) = v.get("abs").and_then(Value::as_array) {
-        return a
-            .iter()
-            .enumerate()
-            .map(|(i, x)| match x {
-                Value::String(s) if s == "inf" => Ok(f64::INFINITY),
-                _ => x.as_f64().ok_or_else(|| ioerr(&format!("{path}.abs[{i}]"), IoFault::Not("a bound"))),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Bound::Abs);
-    }
-    if let Some(a) = v.get("may_differ").and_then(Value::as_array) {
-        return a
-            .iter()
-            .enumerate()
-            .map(|(i, x)| x.as_bool().ok_or_else(|| ioerr(&format!("{path}.may_differ[{i}]"), IoFault::Not("a bool"))))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Bound::Flags);
-    }
-    Err(ioerr(path, IoFault::Tolerance))
-}
 
 fn ordered_f32(x: f32) -> i64 {
     let b = x.to_bits() as i32 as i64;
@@ -141,6 +98,82 @@ struct Recorded<'v> {
     inputs: &'v Value,
     outputs: &'v Value,
     tolerance: Option<&'v Value>,
+}
+
+/// What `run --expect` found: every recorded run's outcome, and the session's trace when asked.
+#[derive(Clone, Debug)]
+pub struct ReplayReport {
+    /// One outcome per recorded run, in method and run order.
+    pub runs: Vec<RunOutcome>,
+    /// The delegate trace of the whole replay, when asked for.
+    pub trace: Option<TraceSummary>,
+}
+
+impl ReplayReport {
+    /// Whether every run matched.
+    pub fn all_ok(&self) -> bool {
+        self.runs.iter().all(|o| o.ok)
+    }
+
+    /// The largest ulp gap over every run.
+    pub fn worst(&self) -> Option<u64> {
+        self.runs.iter().filter_map(|o| o.max_ulps).max()
+    }
+
+    /// Ok when every run matched; unavailable when every run that did not failed for a backend
+    /// missing here; failed otherwise.
+    pub fn exit(&self) -> Exit {
+        if self.all_ok() {
+            Exit::Ok
+        } else if self.runs.iter().all(|o| o.ok || o.backend_unavailable) {
+            Exit::Unavailable
+        } else {
+            Exit::Failed
+        }
+    }
+
+    /// `{"runs", "all_ok", "max_ulps", "trace"}`.
+    pub fn to_json(&self) -> Value {
+        json!({"runs": self.runs, "all_ok": self.all_ok(), "max_ulps": self.worst(), "trace": self.trace})
+    }
+}
+
+/// A line per run (`ok`, `backend not available` or `MISMATCH`, with its gap), the largest
+/// gap, and the trace when asked for.
+impl fmt::Display for ReplayReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for o in &self.runs {
+            let status = if o.ok {
+                "ok"
+            } else if o.backend_unavailable {
+                "backend not available"
+            } else {
+                "MISMATCH"
+            };
+            writeln!(
+                f,
+                "{} run {} vs {}: {status} (max gap {} ulp, allowed {}){}",
+                o.method,
+                o.run,
+                o.against,
+                o.max_ulps.map_or("-".into(), |u| u.to_string()),
+                o.tolerance_ulps,
+                o.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
+            )?;
+        }
+        writeln!(f, "largest ulp gap: {}", self.worst().map_or("-".into(), |u| u.to_string()))?;
+        match &self.trace {
+            Some(t) => write!(f, "{t}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Replays every recorded run of an io.json document in `session` (`trace`: report the
+/// session's delegate trace too).
+pub fn replay(session: &Session<'_, '_>, io: &Value, trace: bool) -> Result<ReplayReport, IoError> {
+    let runs = run_expect(session, io)?;
+    Ok(ReplayReport { runs, trace: trace.then(|| session.trace().summary()) })
 }
 
 /// Runs every recorded run of every method of an io.json document in `session`.

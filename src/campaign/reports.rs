@@ -2,8 +2,10 @@
 //! matrix) into one, and saving a failing campaign's cases as reproducer folders.
 //! Reads campaign results and regenerates cases from them; checks nothing itself.
 
-use super::campaign::{CampaignId, CampaignOptions, CampaignResult, FailingCase, MAX_LISTED_FAILURES, Reproduction};
-use super::conformance::{CorpusError, eager_runs, write_case};
+use super::case_files::{CorpusError, eager_runs, write_case};
+use super::options::{CampaignId, CampaignOptions};
+use super::result::{CampaignResult, FailingCase, MAX_LISTED_FAILURES, Reproduction};
+use crate::exit::Exit;
 use crate::generator::generate;
 use arbitrary::Unstructured;
 use serde_json::json;
@@ -214,6 +216,27 @@ impl MergeOutcome {
         // Admitted shards are distinct and below the shard count.
         m.campaign.shards.saturating_sub(m.shards_run.len() as u64)
     }
+
+    /// What the merge left out, a line each: every report refused, and the shards no report
+    /// covers.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.refused.iter().map(|e| format!("left out: {e}")).collect();
+        let (missing, count) = (self.missing_shards(), self.missing_shard_count());
+        if count as usize > missing.len() {
+            out.push(format!("no report covers {count} shards of the campaign, the first {missing:?}"));
+        } else if !missing.is_empty() {
+            out.push(format!("no report covers shards {missing:?} of the campaign"));
+        }
+        out
+    }
+
+    /// Rejected when a report was left out or none could be merged; else the merged report's.
+    pub fn exit(&self) -> Exit {
+        match &self.merged {
+            Some(m) if self.refused.is_empty() => m.exit(),
+            _ => Exit::Rejected,
+        }
+    }
 }
 
 /// Reads and merges report files, leaving out (and naming) each one that cannot be read or
@@ -252,6 +275,7 @@ fn merge_into(m: &mut CampaignResult, r: &CampaignResult, report: usize) -> Resu
     let cases = sum(m.cases, r.cases, "cases")?;
     let failures = sum(m.failures, r.failures, "failures")?;
     let invariants = tally(&m.invariants, &r.invariants, "invariants")?;
+    let failures_by_kind = tally(&m.failures_by_kind, &r.failures_by_kind, "failures_by_kind")?;
     let features = tally(&m.features, &r.features, "features")?;
     let timings = m.timings.checked_add(&r.timings).ok_or_else(|| over("timings".into()))?;
     let generate = m.generate.checked_add(r.generate).ok_or_else(|| over("generate".into()))?;
@@ -259,8 +283,8 @@ fn merge_into(m: &mut CampaignResult, r: &CampaignResult, report: usize) -> Resu
     let rate = Some(m.programs_per_second + r.programs_per_second)
         .filter(|p| p.is_finite())
         .ok_or_else(|| over("programs_per_second".into()))?;
-    (m.cases, m.failures, m.invariants, m.features, m.timings, m.generate) =
-        (cases, failures, invariants, features, timings, generate);
+    (m.cases, m.failures, m.invariants, m.failures_by_kind, m.features, m.timings, m.generate) =
+        (cases, failures, invariants, failures_by_kind, features, timings, generate);
     m.shards_run.extend(&r.shards_run);
     m.programs_per_second = rate;
     m.elapsed_seconds = m.elapsed_seconds.max(r.elapsed_seconds);

@@ -3,12 +3,14 @@
 //! Owns: the two endings of a method and the rule that says they agree. May not touch:
 //! generation, emission, the campaigns.
 
-use super::values;
+use crate::exit::Exit;
 use crate::format::{FormatError, LoadedProgram, LoadedPtd};
+use crate::oracle::values;
 use crate::runner::{Outcome, Reply, Request, Runner, Stage};
 use crate::runtime::io::list_to_report_json;
 use crate::runtime::{ErrorCode, HostTensor, HostValue, Runtime, RuntimeError, Session};
 use serde_json::{Value, json};
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// How one side ended one method.
@@ -219,4 +221,48 @@ pub fn versus(
         .zip(outs)
         .map(|((m, ours), o)| Versus { method: m.clone(), ours, theirs: theirs(o) })
         .collect()
+}
+
+/// `run FILE --runner CMD`'s report: the runner's hello and each method's two endings.
+#[derive(Clone, Debug)]
+pub struct VersusReport {
+    /// The runner's hello.
+    pub runner: Value,
+    /// Each method compared.
+    pub methods: Vec<Versus>,
+}
+
+impl VersusReport {
+    /// Whether every method ended alike on both sides.
+    pub fn all_same(&self) -> bool {
+        self.methods.iter().all(Versus::same)
+    }
+
+    /// Ok when every method ended alike, else failed (whatever the endings).
+    pub fn exit(&self) -> Exit {
+        Exit::failed_if(!self.all_same())
+    }
+
+    /// `{"runner", "methods": {NAME: {"same", "ours", "runner"}}, "all_same"}`.
+    pub fn to_json(&self) -> Value {
+        let methods: serde_json::Map<String, Value> = self
+            .methods
+            .iter()
+            .map(|v| {
+                (v.method.clone(), json!({"same": v.same(), "ours": v.ours.to_json(), "runner": v.theirs.to_json()}))
+            })
+            .collect();
+        json!({"runner": self.runner, "methods": methods, "all_same": self.all_same()})
+    }
+}
+
+/// Per method: `NAME: same` or `NAME: DIFFERENT`, then both endings.
+impl fmt::Display for VersusReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for v in &self.methods {
+            let verdict = if v.same() { "same" } else { "DIFFERENT" };
+            writeln!(f, "{}: {verdict}\n  ours:   {}\n  runner: {}", v.method, v.ours.describe(), v.theirs.describe())?;
+        }
+        Ok(())
+    }
 }

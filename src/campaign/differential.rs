@@ -13,21 +13,22 @@
 //! smallest reproducer.
 //! May not touch: the runner's process (`runner::client` owns it); it changes nothing it reads.
 
-use super::campaign::{CampaignOptions, case_config, case_input};
-use super::conformance::{eager_runs, emit_both, io_json};
-use super::negative::{Class, Corruption, corruptions};
-use super::values::{Verdict, compare, encode_all};
+use super::case_files::{eager_runs, emit_both, io_json};
+use super::diff_report::{DiffReport, Finding, Mismatch, RunnerFailure};
+use super::options::{CampaignOptions, case_config, case_input};
+use super::shrink::shrink_bytes;
 use crate::format;
 use crate::generator::{GenConfig, Generated, Switch, generate};
 use crate::ir::OpKind;
 use crate::ir::eval::Run;
 use crate::ir::saved;
+use crate::oracle::negative::{Class, Corruption, corruptions};
+use crate::oracle::values::{Verdict, compare, encode_all};
 use crate::runner::protocol::MAX_LINE;
 use crate::runner::{Outcome, Reply, Request, Runner, RunnerConfig, Stage, StartError};
 use crate::runtime::io::list_to_report_json;
 use crate::runtime::{ErrorCode, HostValue, Runtime, RuntimeError, Session};
 use arbitrary::Unstructured;
-use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -56,111 +57,6 @@ pub struct DiffOptions {
     pub max_reproducers: usize,
 }
 
-/// One deduplicated negative finding.
-#[derive(Clone, Debug, Serialize)]
-pub struct Finding {
-    /// The corruption class.
-    pub class: String,
-    /// What the runner did: `accepts`, `rejects_at_execute`, `crash`, `hang`, `garbage`.
-    pub outcome: String,
-    /// How many corruptions had this outcome.
-    pub count: u64,
-    /// The smallest reproducer's folder.
-    pub reproducer: Option<PathBuf>,
-    /// The corruption, described.
-    pub corruption: String,
-    /// The runner's message, signal or reply.
-    pub detail: String,
-    #[serde(skip)]
-    smallest: usize,
-}
-
-/// One mismatch, as written.
-#[derive(Clone, Debug, Serialize)]
-pub struct Mismatch {
-    /// Case index.
-    pub case: u64,
-    /// Method.
-    pub method: String,
-    /// Which emission.
-    pub shared: bool,
-    /// Its reproducer folder (for the first few).
-    pub reproducer: Option<PathBuf>,
-}
-
-/// A valid program whose run crashed, hung or garbled the runner.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunnerFailure {
-    /// Case index.
-    pub case: u64,
-    /// Method.
-    pub method: String,
-    /// Which emission.
-    pub shared: bool,
-    /// `crash`, `hang`, `garbage`, `no_runner`, or `too_long` / `unencodable` (not sent).
-    pub outcome: String,
-    /// Signal or exit status and the last line of the runner's stderr.
-    pub detail: String,
-    /// Its reproducer folder (for the first few).
-    pub reproducer: Option<PathBuf>,
-}
-
-/// What a differential campaign found.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct DiffReport {
-    /// The runner's hello.
-    pub runner: Value,
-    /// What the configuration could generate but no case used, because the runner did not
-    /// announce its kernel or backend ([`not_announced`]).
-    pub not_generated: Vec<String>,
-    /// Cases run.
-    pub cases: u64,
-    /// Method runs (requests on valid programs).
-    pub methods_run: u64,
-    /// Runs whose every output was exact.
-    pub exact: u64,
-    /// Runs with an output that differs within its bound.
-    pub within_bound: u64,
-    /// Runs with an output outside its bound.
-    pub mismatch: u64,
-    /// Delegate calls the runner executed in methods that returned outputs, by backend.
-    pub delegate_calls: BTreeMap<String, u64>,
-    /// Valid programs the runner refused (typed errors), by stage.
-    pub refused: BTreeMap<String, u64>,
-    /// Requests that crashed the runner.
-    pub crashes: u64,
-    /// Requests the runner hung on.
-    pub hangs: u64,
-    /// Requests answered with garbage.
-    pub garbage: u64,
-    /// Requests not sent, corruptions included: their line is longer than the protocol's
-    /// [`MAX_LINE`], or it cannot be written in the protocol (`unencodable`).
-    pub unsent: u64,
-    /// Cases (or corruptions) that could not be prepared: the generated program does not emit
-    /// or evaluate, or its file cannot be written. Each is a failure of the campaign.
-    pub unprepared: u64,
-    /// Why, for the first few.
-    pub unprepared_reasons: Vec<String>,
-    /// Runner processes started.
-    pub runner_starts: u64,
-    /// Corruptions sent (negative).
-    pub corruptions_sent: u64,
-    /// Corruptions the runner rejected at load, by class.
-    pub rejected: BTreeMap<String, u64>,
-    /// Negative findings.
-    pub findings: Vec<Finding>,
-    /// Mismatches.
-    pub mismatches: Vec<Mismatch>,
-    /// Valid programs that crashed, hung or garbled the runner.
-    pub runner_failures: Vec<RunnerFailure>,
-    /// Refusals of valid programs, first few described.
-    pub refusals: Vec<String>,
-    /// Cases per second.
-    pub programs_per_second: f64,
-    /// Wall time.
-    pub elapsed_seconds: f64,
-}
-
 /// `cfg` restricted to what the runner announced: operators whose kernel it has, backends it
 /// has, and control flow only when the kernels it is lowered onto are there.
 pub fn restrict(cfg: &GenConfig, hello: &crate::runner::Hello) -> GenConfig {
@@ -183,16 +79,6 @@ pub fn restrict(cfg: &GenConfig, hello: &crate::runner::Hello) -> GenConfig {
         }
     }
     c
-}
-
-impl DiffReport {
-    /// Counts a case (or corruption) of `case` that could not be prepared, and why (the first 20).
-    fn not_prepared(&mut self, case: u64, why: String) {
-        self.unprepared += 1;
-        if self.unprepared_reasons.len() < 20 {
-            self.unprepared_reasons.push(format!("case {case}: {why}"));
-        }
-    }
 }
 
 /// What `cfg` could generate that [`restrict`] takes out because the runner did not announce it:
@@ -284,10 +170,7 @@ fn mismatches(g: Generated, dir: &Path, runner: &mut Runner) -> bool {
 
 /// Shrinks the case's generator bytes while it keeps mismatching in the runner.
 fn shrink(cfg: &GenConfig, bytes: &[u8], dir: &Path, runner: &mut Runner, budget: usize) -> Vec<u8> {
-    super::campaign::shrink_bytes(bytes, budget, |cand| {
-        mismatches(generate(cfg, &mut Unstructured::new(cand), None), dir, runner)
-    })
-    .0
+    shrink_bytes(bytes, budget, |cand| mismatches(generate(cfg, &mut Unstructured::new(cand), None), dir, runner)).0
 }
 
 fn write(path: &Path, bytes: &[u8]) {
@@ -513,6 +396,7 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
     let mut report = DiffReport {
         runner: serde_json::to_value(runner.hello()).unwrap_or_default(),
         not_generated: not_announced(&c.config, runner.hello()),
+        negative: opts.negative,
         ..Default::default()
     };
     let mut found: BTreeMap<(String, String), Finding> = BTreeMap::new();

@@ -1,20 +1,17 @@
-//! The conformance corpus (`ptecheck gen`): generated cases written as files any runtime can
-//! replay — per case the shared and the unshared emission, the saved program and an `io.json`
-//! with inputs, the eager outputs and each output's tolerance (`oracle::replay` reads it back,
-//! as does `ptecheck run --expect`).
-//! May not touch: execution (`oracle::replay` or any runtime replays the files), the runner.
+//! A case as files any runtime can replay: both emissions' bytes, the eager runs by method, the
+//! `io.json` (inputs, eager outputs, each output's tolerance) and the saved program; the steps
+//! the conformance corpus, the differential campaign and reproducer folders share.
+//! May not touch: execution (a runtime replays the files), the runner.
 
-use super::campaign::{CampaignOptions, case_config, case_input};
-use super::replay::bound_to_json;
-use super::values::encode_all;
-use crate::emit::{EmitError, EmitOptions, emit};
-use crate::generator::{Generated, generate};
-use crate::ir::eval::{Run, run_method};
+use crate::emit::EmitError;
+use crate::generator::Generated;
+use crate::ir::bound::Bound;
+use crate::ir::eval::Run;
 use crate::ir::infer::IrError;
 use crate::ir::saved;
-use crate::runtime::io::{IoError, list_to_json};
-use arbitrary::Unstructured;
-use serde::Serialize;
+use crate::oracle::case::{eager_run_each, emission};
+use crate::oracle::values::encode_all;
+use crate::runtime::io::{IoError, IoFault, ioerr, list_to_json};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,23 +64,15 @@ pub struct Emissions {
 
 /// Emits both forms of a generated case (with its blob placement).
 pub fn emit_both(g: &Generated, allow_while: bool) -> Result<Emissions, EmitError> {
-    let bytes = |share: bool| -> Result<Vec<u8>, EmitError> {
-        let opts = EmitOptions { share, delegate_segments: !g.run.inline_blobs, allow_while, fault: None };
-        Ok(emit(&g.program, &opts)?.to_bytes()?)
-    };
+    let bytes =
+        |share: bool| -> Result<Vec<u8>, EmitError> { Ok(emission(g, share, allow_while, None, None)?.to_bytes()?) };
     Ok(Emissions { shared: bytes(true)?, unshared: bytes(false)? })
 }
 
-/// The eager run of every method of a case, by name.
+/// The eager run of every method of a case, by name (the first method, in program order, the
+/// interpreter fails on is the error).
 pub fn eager_runs(g: &Generated) -> Result<BTreeMap<String, Run>, IrError> {
-    g.program
-        .methods
-        .iter()
-        .map(|m| {
-            let inputs = g.inputs.get(&m.name).cloned().unwrap_or_default();
-            run_method(&g.program, &m.name, &inputs).map(|r| (m.name.clone(), r))
-        })
-        .collect()
+    eager_run_each(g).into_iter().map(|(name, run)| run.map(|r| (name, r))).collect()
 }
 
 /// The case's `io.json`: one run per method, with inputs, eager outputs and tolerances (a value
@@ -127,48 +116,48 @@ pub fn write_case(
     write(&dir.join("io.json"), serde_json::to_string_pretty(&io).unwrap_or_default().as_bytes())
 }
 
-/// What `gen` wrote.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CorpusSummary {
-    /// Case folders written.
-    pub cases: u64,
-    /// Methods recorded.
-    pub methods: u64,
-    /// Outputs recorded exact / with a bound / with nothing known.
-    pub exact_outputs: u64,
-    /// Outputs with a tolerance.
-    pub bounded_outputs: u64,
-    /// Outputs no comparison can check.
-    pub unverifiable_outputs: u64,
+/// The JSON form of a tolerance (`io.json` `runs[k].tolerance[i]`).
+pub fn bound_to_json(b: &Bound) -> Value {
+    let f = |x: &f64| if x.is_finite() { json!(x) } else { json!("inf") };
+    match b {
+        Bound::Exact => json!({"exact": true}),
+        Bound::Abs(v) => json!({"abs": v.iter().map(f).collect::<Vec<_>>()}),
+        Bound::Flags(v) => json!({"may_differ": v}),
+        Bound::Any => json!({"any": true}),
+    }
 }
 
-/// Writes cases `0..opts.cases` (this shard's) of seed `opts.seed` into `out/case-SEED-NNNNNN`.
-pub fn generate_corpus(
-    opts: &CampaignOptions,
-    out: &Path,
-    on_case: &mut dyn FnMut(u64),
-) -> Result<CorpusSummary, CorpusError> {
-    let (shard, shards) = (opts.shard.0, opts.shard.1.max(1));
-    let mut summary = CorpusSummary::default();
-    for case in (0..opts.cases).filter(|c| c % shards == shard) {
-        let cfg = case_config(opts, case);
-        let bytes = case_input(opts.seed, case);
-        let g = generate(&cfg, &mut Unstructured::new(&bytes), None);
-        let runs = eager_runs(&g).map_err(|source| CorpusError::Eager { case, source })?;
-        for r in runs.values() {
-            summary.methods += 1;
-            for b in &r.bounds {
-                match b {
-                    b if b.is_exact() => summary.exact_outputs += 1,
-                    crate::ir::bound::Bound::Any => summary.unverifiable_outputs += 1,
-                    _ => summary.bounded_outputs += 1,
-                }
-            }
+/// Reads a tolerance.
+pub fn bound_from_json(v: &Value, path: &str) -> Result<Bound, IoError> {
+    // `{"exact": true}` and `{"any": true}`; any other value of theirs is refused, not read
+    // by the key alone (`{"any": false}` is not a licence to accept anything).
+    for (key, bound) in [("exact", Bound::Exact), ("any", Bound::Any)] {
+        if let Some(x) = v.get(key) {
+            return if x.as_bool() == Some(true) {
+                Ok(bound)
+            } else {
+                Err(ioerr(&format!("{path}.{key}"), IoFault::Not("true")))
+            };
         }
-        let about = json!({"seed": opts.seed, "case": case, "config": cfg, "swarm": opts.swarm});
-        write_case(&out.join(format!("case-{}-{case:06}", opts.seed)), case, &g, &runs, about)?;
-        summary.cases += 1;
-        on_case(summary.cases);
     }
-    Ok(summary)
+    if let Some(a) = v.get("abs").and_then(Value::as_array) {
+        return a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Value::String(s) if s == "inf" => Ok(f64::INFINITY),
+                _ => x.as_f64().ok_or_else(|| ioerr(&format!("{path}.abs[{i}]"), IoFault::Not("a bound"))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Bound::Abs);
+    }
+    if let Some(a) = v.get("may_differ").and_then(Value::as_array) {
+        return a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x.as_bool().ok_or_else(|| ioerr(&format!("{path}.may_differ[{i}]"), IoFault::Not("a bool"))))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Bound::Flags);
+    }
+    Err(ioerr(path, IoFault::Tolerance))
 }
