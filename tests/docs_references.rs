@@ -203,3 +203,56 @@ fn the_rule_table_lists_every_test_named_after_a_rule_and_states_its_count() {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains(&stated), "semantics.md should state: {stated}");
 }
+
+/// The repository paths named in the section of `text` under `heading`, up to the next heading.
+fn paths_in_section(text: &str, heading: &str) -> Vec<String> {
+    let Some(start) = text.find(heading) else { return vec![] };
+    let body = &text[start + heading.len()..];
+    let body = &body[..body.find("\n#").unwrap_or(body.len())];
+    code_spans(body).into_iter().map(|(_, s)| s.to_string()).filter(|s| s.contains('/') && s.contains('.')).collect()
+}
+
+/// Every source file that enumerates the operators: it names `scalar_ge` in one of its spellings
+/// (`ScalarGe`, `scalar_ge`, `executorch_prim::ge`), as every operator table does (this file
+/// aside, which names the spellings).
+fn operator_enumerations() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.ends_with("generated") {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs" || x == "py") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for d in ["src", "tests", "runners"] {
+        walk(&root().join(d), &mut files);
+    }
+    let mut out: Vec<String> = files
+        .into_iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            ["ScalarGe", "scalar_ge", "executorch_prim::ge"].iter().any(|m| text.contains(m))
+        })
+        .map(|f| f.strip_prefix(root()).expect("under root").display().to_string())
+        .filter(|f| f != "tests/docs_references.rs")
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_how_to_add_an_operator_list_names_every_file_that_enumerates_the_operators() {
+    let arch = read(&root().join("ARCHITECTURE.md"));
+    let listed = paths_in_section(&arch, "### An operator");
+    assert!(listed.len() >= 8, "{listed:?}");
+    let enumerating = operator_enumerations();
+    assert!(enumerating.iter().any(|f| f == "src/ir/op.rs"), "{enumerating:?}");
+    let missing: Vec<&String> = enumerating.iter().filter(|f| !listed.contains(f)).collect();
+    assert!(missing.is_empty(), "ARCHITECTURE.md, How to add an operator, does not name {missing:?}");
+    for section in ["### An operator", "### An invariant", "### A backend", "### A runner"] {
+        assert!(!paths_in_section(&arch, section).is_empty(), "{section} names no file");
+    }
+}

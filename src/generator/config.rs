@@ -1,6 +1,7 @@
-//! `GenConfig`: every limit of the generator with its default, and the switches
-//! ([`Switches`], declared in `features`). Swarm testing draws, per case, each limit at or below
-//! the configured one and each switch on or off, from the case's own bytes.
+//! `GenConfig`: every limit of the generator, declared once with its default, its largest
+//! accepted value and its swarm rule (`limits!`), and the switches ([`Switches`], declared in
+//! `features`). Swarm testing draws, per case, each limit at or below the configured one and each
+//! switch on or off, from the case's own bytes.
 //! May not touch: emission, the runtime (it only sets limits and switches).
 
 use super::features::Switches;
@@ -8,26 +9,8 @@ use crate::ir::OpKind;
 use arbitrary::Unstructured;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use strum::IntoEnumIterator;
+use strum::{EnumIter, IntoEnumIterator};
 use thiserror::Error;
-
-/// The largest accepted `max_total_nodes` (a configuration may lift the budget up to it).
-pub const MAX_TOTAL_NODES: usize = 65536;
-
-/// Largest accepted value of each limit, by member name (`GenConfig::check`). Generation is
-/// bounded by the case's input bytes except for the method count, and nesting depth is
-/// recursion depth, so these are hard limits.
-pub const LIMITS: [(&str, usize); 9] = [
-    ("min_methods", 64),
-    ("max_methods", 64),
-    ("max_depth", 16),
-    ("max_nodes", 1024),
-    ("max_total_nodes", MAX_TOTAL_NODES),
-    ("max_modules", 64),
-    ("max_calls_per_module", 64),
-    ("call_percent", 100),
-    ("control_percent", 100),
-];
 
 /// A configuration the generator refuses, naming the member.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -62,77 +45,136 @@ pub enum ConfigError {
     },
 }
 
-/// Generator limits, probabilities and switches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GenConfig {
+/// How a swarm draw treats a limit: each case's configuration is drawn below the configured
+/// one from the case's own bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swarm {
+    /// Kept as configured (it bounds a case's cost, not its shape).
+    Keep,
+    /// Kept, but at least this.
+    AtLeast(usize),
+    /// Drawn uniformly in `[min(least, v), v]`, where `v` is the configured value raised to
+    /// `floor` (the bounds may name another limit's drawn value).
+    Draw {
+        /// The smallest value drawn.
+        least: Least,
+        /// The configured value is raised to this first.
+        floor: Least,
+    },
+}
+
+/// A bound of a swarm draw: a number, or what another limit was drawn as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Least {
+    /// This number.
+    Value(usize),
+    /// The drawn value of that limit (declared before this one).
+    Limit(Limit),
+}
+
+/// Declares the generator's limits once each: the `GenConfig` member with its doc, type and
+/// default, the largest value accepted, and its swarm rule.
+macro_rules! limits {
+    ($($(#[doc = $doc:literal])* $field:ident ($variant:ident): $ty:ty = $default:expr, max $max:expr, swarm $swarm:expr;)*) => {
+        /// Generator limits, probabilities and switches.
+        #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct GenConfig {
+            $($(#[doc = $doc])* pub $field: $ty,)*
+            /// Feature switches.
+            pub features: Switches,
+            /// Only these operators (`OpKind` names, e.g. `add`, `linear`); absent = all.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub only_ops: Option<BTreeSet<String>>,
+            /// Only modules of these backends (registry ids); absent = all.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            pub only_backends: Option<BTreeSet<String>>,
+        }
+
+        impl Default for GenConfig {
+            fn default() -> Self {
+                GenConfig {
+                    $($field: $default,)*
+                    features: Switches::default(),
+                    only_ops: None,
+                    only_backends: None,
+                }
+            }
+        }
+
+        /// One limit of [`GenConfig`], in declaration order (the order a swarm draw takes them in).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, EnumIter)]
+        pub enum Limit {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl Limit {
+            /// The `GenConfig` member's name.
+            pub fn name(self) -> &'static str {
+                match self { $(Limit::$variant => stringify!($field),)* }
+            }
+
+            /// The largest value a configuration may give it.
+            pub fn max(self) -> usize {
+                match self { $(Limit::$variant => $max,)* }
+            }
+
+            /// How a swarm draw treats it.
+            pub fn swarm(self) -> Swarm {
+                match self { $(Limit::$variant => $swarm,)* }
+            }
+        }
+
+        impl GenConfig {
+            /// The value of limit `l`.
+            pub fn limit(&self, l: Limit) -> usize {
+                match l { $(Limit::$variant => self.$field as usize,)* }
+            }
+
+            /// Sets limit `l` (a value past its type saturates; [`Limit::max`] is far below it).
+            fn set_limit(&mut self, l: Limit, v: usize) {
+                match l { $(Limit::$variant => self.$field = <$ty>::try_from(v).unwrap_or(<$ty>::MAX),)* }
+            }
+        }
+    };
+}
+
+limits! {
     /// Fewest methods.
-    pub min_methods: usize,
+    min_methods (MinMethods): usize = 1, max 64, swarm Swarm::AtLeast(1);
     /// Most methods.
-    pub max_methods: usize,
+    max_methods (MaxMethods): usize = 4, max 64,
+        swarm Swarm::Draw { least: Least::Limit(Limit::MinMethods), floor: Least::Limit(Limit::MinMethods) };
     /// Deepest control-flow nesting.
-    pub max_depth: usize,
+    max_depth (MaxDepth): usize = 2, max 16, swarm Swarm::Draw { least: Least::Value(0), floor: Least::Value(0) };
     /// Most nodes per graph body.
-    pub max_nodes: usize,
+    max_nodes (MaxNodes): usize = 8, max 1024, swarm Swarm::Draw { least: Least::Value(1), floor: Least::Value(1) };
     /// Most nodes in the whole program (every method, nested body and module graph); past it
     /// each further graph takes one step (at most two nodes) and no control flow.
-    pub max_total_nodes: usize,
+    max_total_nodes (MaxTotalNodes): usize = 48, max MAX_TOTAL_NODES, swarm Swarm::Keep;
     /// Most lowered modules.
-    pub max_modules: usize,
+    max_modules (MaxModules): usize = 4, max 64, swarm Swarm::Draw { least: Least::Value(1), floor: Least::Value(1) };
     /// Most calls of one module per method.
-    pub max_calls_per_module: usize,
+    max_calls_per_module (MaxCallsPerModule): usize = 4, max 64,
+        swarm Swarm::Draw { least: Least::Value(1), floor: Least::Value(1) };
     /// Chance (percent) that a node is a call.
-    pub call_percent: u32,
+    call_percent (CallPercent): u32 = 40, max 100, swarm Swarm::Draw { least: Least::Value(10), floor: Least::Value(0) };
     /// Chance (percent) that a node is control flow.
-    pub control_percent: u32,
-    /// Feature switches.
-    pub features: Switches,
-    /// Only these operators (`OpKind` names, e.g. `add`, `linear`); absent = all.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub only_ops: Option<BTreeSet<String>>,
-    /// Only modules of these backends (registry ids); absent = all.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub only_backends: Option<BTreeSet<String>>,
+    control_percent (ControlPercent): u32 = 20, max 100, swarm Swarm::Draw { least: Least::Value(0), floor: Least::Value(0) };
 }
 
-impl Default for GenConfig {
-    fn default() -> Self {
-        GenConfig {
-            min_methods: 1,
-            max_methods: 4,
-            max_depth: 2,
-            max_nodes: 8,
-            max_total_nodes: 48,
-            max_modules: 4,
-            max_calls_per_module: 4,
-            call_percent: 40,
-            control_percent: 20,
-            features: Switches::default(),
-            only_ops: None,
-            only_backends: None,
-        }
-    }
-}
+/// The largest accepted `max_total_nodes` (a configuration may lift the budget up to it).
+pub const MAX_TOTAL_NODES: usize = 65536;
 
 impl GenConfig {
-    /// Refuses a configuration the generator cannot honour: a member above its [`LIMITS`]
-    /// entry, more methods at least than at most, or an operator or backend
-    /// name that names nothing (it would be silently ignored).
+    /// Refuses a configuration the generator cannot honour: a limit above its [`Limit::max`],
+    /// more methods at least than at most, or an operator or backend name that names nothing
+    /// (it would be silently ignored).
     pub fn check(&self) -> Result<(), ConfigError> {
-        let values = [
-            self.min_methods,
-            self.max_methods,
-            self.max_depth,
-            self.max_nodes,
-            self.max_total_nodes,
-            self.max_modules,
-            self.max_calls_per_module,
-            self.call_percent as usize,
-            self.control_percent as usize,
-        ];
-        for ((member, max), value) in LIMITS.iter().zip(values) {
-            if value > *max {
-                return Err(ConfigError::TooLarge { member, value: value as u64, max: *max as u64 });
+        for l in Limit::iter() {
+            let value = self.limit(l);
+            if value > l.max() {
+                return Err(ConfigError::TooLarge { member: l.name(), value: value as u64, max: l.max() as u64 });
             }
         }
         if self.min_methods > self.max_methods {
@@ -147,37 +189,30 @@ impl GenConfig {
         unknown("only_backends", &self.only_backends, backends)
     }
 
-    /// One swarm draw below `self`: each limit uniformly in `[least, configured]`, the
-    /// probabilities redrawn within the configured ones, each switch kept on with chance 1/2.
-    /// `max_total_nodes` is kept: it bounds a case's cost (and memory), not its shape.
-    /// Calls stay on whenever the configuration allows them: they are what most invariants are
-    /// about.
+    /// One swarm draw below `self`: each limit by its [`Limit::swarm`] rule, in declaration
+    /// order, then each switch kept on with chance 1/2. Calls stay on whenever the
+    /// configuration allows them: they are what most invariants are about.
     pub fn swarm(&self, u: &mut Unstructured<'_>) -> GenConfig {
-        let mut draw = |least: usize, most: usize| u.int_in_range(least.min(most)..=most).unwrap_or(most);
-        let min_methods = self.min_methods.max(1);
-        let max_methods = draw(min_methods, self.max_methods.max(min_methods));
-        let max_depth = draw(0, self.max_depth);
-        let max_nodes = draw(1, self.max_nodes.max(1));
-        let max_modules = draw(1, self.max_modules.max(1));
-        let max_calls_per_module = draw(1, self.max_calls_per_module.max(1));
-        let call_percent = u.int_in_range(self.call_percent.min(10)..=self.call_percent).unwrap_or(self.call_percent);
-        let control_percent = u.int_in_range(0..=self.control_percent).unwrap_or(self.control_percent);
+        let mut drawn = self.clone();
+        for l in Limit::iter() {
+            let value = |least: Least, drawn: &GenConfig| match least {
+                Least::Value(v) => v,
+                Least::Limit(other) => drawn.limit(other),
+            };
+            let v = match l.swarm() {
+                Swarm::Keep => self.limit(l),
+                Swarm::AtLeast(least) => self.limit(l).max(least),
+                Swarm::Draw { least, floor } => {
+                    let most = self.limit(l).max(value(floor, &drawn));
+                    let least = value(least, &drawn).min(most);
+                    u.int_in_range(least..=most).unwrap_or(most)
+                }
+            };
+            drawn.set_limit(l, v);
+        }
         let mut features = self.features.and(&u.arbitrary::<Switches>().unwrap_or_default());
         features.set(super::features::Switch::Calls, self.features.on(super::features::Switch::Calls));
-        GenConfig {
-            min_methods,
-            max_methods,
-            max_depth,
-            max_nodes,
-            max_total_nodes: self.max_total_nodes,
-            max_modules,
-            max_calls_per_module,
-            call_percent,
-            control_percent,
-            features,
-            only_ops: self.only_ops.clone(),
-            only_backends: self.only_backends.clone(),
-        }
+        GenConfig { features, ..drawn }
     }
 
     /// Whether operator `k` may be generated.

@@ -23,6 +23,7 @@ use super::config::GenConfig;
 use super::features::{Feature, Switch};
 use super::inputs::draw_inputs;
 use super::observe::observe;
+use super::recipes::{Check, FLOAT, FLOAT_SIDE, Form, INT, INT_SIDE, Recipe, SCALAR};
 use crate::backends::graph::{Flavor, lower};
 use crate::backends::multifn::{self, MULTIFUNCTION_SPEC, MethodPartitions};
 use crate::backends::xnnpack;
@@ -259,8 +260,15 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         }
     }
 
-    /// One CPU op. `side_ok`: side ops may be made (their results kept by the caller);
-    /// `scalars_ok`: scalar side results may be made; `templates`: record side ops for replay.
+    /// Whether the configuration allows recipe `r` (a matrix product needs `mm` as well: it
+    /// makes either).
+    fn allows(&self, r: &Recipe) -> bool {
+        self.can(r.kind) && (r.form != Form::MatMul || self.can(OpKind::Mm))
+    }
+
+    /// One CPU op, drawn from the recipe tables of an operand's pool. `side_ok`: side ops may be
+    /// made (their results kept by the caller); `scalars_ok`: scalar side results may be made;
+    /// `templates`: record side ops for replay.
     fn cpu_op(
         &mut self,
         b: &mut GraphBuilder,
@@ -272,176 +280,142 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
     ) {
         let Some(pool) = self.pool(p) else { return };
         let x = self.from(p, pool);
-        let c = |i: usize| b.constant(i);
+        let (main, side) = if pool == Pool::I { (&INT, &INT_SIDE) } else { (&FLOAT, &FLOAT_SIDE) };
+        let y = self.from(p, pool);
         let side_ops = side_ok && self.on(Switch::SideOps);
+        let n_main = main.slots(consts);
+        let k = self.pick(n_main + if side_ops { side.slots(consts) } else { 0 });
+        let (table, slot) = if k < n_main { (main, k) } else { (side, k - n_main) };
+        let Some((r, nth)) = table.at(slot, consts) else { return };
+        let fed = (!r.needs.static_shape || pool != Pool::D)
+            && (!r.needs.constants || consts)
+            && (!r.needs.scalars || scalars_ok);
+        if !fed || (table.check == Check::BeforeDraw && !self.allows(r)) {
+            return;
+        }
         if pool == Pool::I {
-            // int64: exact wrapping arithmetic, and the side ops that take it.
-            let y = self.from(p, Pool::I);
-            let k = self.pick(if side_ops { 9 } else { 5 });
-            let (op, args, keep): (Op, Vec<Ref>, bool) = match k {
-                0 => (Op::Add, vec![x, y], true),
-                1 => (Op::Sub, vec![x, y], true),
-                2 => (Op::Mul, vec![x, y], true),
-                3 => (Op::Cumsum { dim: self.pick(2) as i64 }, vec![x], true),
-                4 => (Op::Relu, vec![x], true),
-                5 => (Op::GtTensor, vec![x, y], false),
-                6 => (Op::Argmax { dim: Some(self.pick(2) as i64), keepdim: self.chance(50) }, vec![x], false),
-                7 => (Op::PermuteCopy { dims: vec![1, 0] }, vec![x], false),
-                _ => {
-                    let dim = self.pick(2);
-                    let index = self.pick([self.r, self.c][dim]) as i64;
-                    (Op::SelectCopy { dim: dim as i64, index }, vec![x], false)
-                }
-            };
+            let Some((op, args)) = self.int_op(r, x, y) else { return };
             if !self.can(op.kind()) {
                 return;
             }
             let v = b.op(op, &args);
-            if keep {
-                p.i.push(v);
-            } else {
-                p.side.push(v);
+            if std::ptr::eq(table, main) { p.i.push(v) } else { p.side.push(v) }
+        } else if std::ptr::eq(table, main) {
+            self.float_op(b, r, (pool, consts), x, y, p);
+        } else if let Some(t) = self.side_template(b, r, nth, pool, x, p)
+            && self.can(t.op.kind())
+            && (!t.relu_after || self.can(OpKind::Relu))
+        {
+            let v = apply(b, &t, x, y);
+            p.side.push(v);
+            if let Some(ts) = templates.as_mut() {
+                ts.push(t);
             }
-            return;
         }
-        let dynamic = pool == Pool::D;
-        let y = self.from(p, pool);
-        let main = 10;
-        let n_side = if side_ops { 9 } else { 0 };
-        let k = self.pick(main + n_side);
-        // The main ops' kinds, to skip one the configuration does not allow.
-        let kind = match k {
-            0..=3 => Some([OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div][k]),
-            4 => Some(OpKind::Relu),
-            5 => Some(OpKind::Sin),
-            6 => Some(OpKind::Cos),
-            7 if consts => Some(OpKind::Linear),
-            8 if consts => Some(OpKind::Addmm),
-            7..=9 => Some(OpKind::Cumsum),
-            _ => None,
-        };
-        if kind.is_some_and(|k| !self.can(k) || (k == OpKind::Addmm && !self.can(OpKind::Mm))) {
-            return;
-        }
-        match k {
-            0..=3 => {
-                let op = [Op::Add, Op::Sub, Op::Mul, Op::Div][k].clone();
+    }
+
+    /// An int64 recipe's operator and operands.
+    fn int_op(&mut self, r: &Recipe, x: Ref, y: Ref) -> Option<(Op, Vec<Ref>)> {
+        Some(match r.form {
+            Form::Binary | Form::GtTensor => (r.kind.without_parameters()?, vec![x, y]),
+            Form::Unary => (r.kind.without_parameters()?, vec![x]),
+            Form::Cumsum => (Op::Cumsum { dim: self.pick(2) as i64 }, vec![x]),
+            Form::Argmax => (Op::Argmax { dim: Some(self.pick(2) as i64), keepdim: self.chance(50) }, vec![x]),
+            Form::Transpose => (Op::PermuteCopy { dims: vec![1, 0] }, vec![x]),
+            Form::Select => {
+                let dim = self.pick(2);
+                let index = self.pick([self.r, self.c][dim]) as i64;
+                (Op::SelectCopy { dim: dim as i64, index }, vec![x])
+            }
+            _ => return None,
+        })
+    }
+
+    /// Makes a float32 recipe whose result stays in `pool`.
+    /// `(pool, consts)`: the result's pool, and whether the graph has constants.
+    fn float_op(
+        &mut self,
+        b: &mut GraphBuilder,
+        r: &Recipe,
+        (pool, consts): (Pool, bool),
+        x: Ref,
+        y: Ref,
+        p: &mut Pools,
+    ) {
+        let v = match (r.form, r.kind.without_parameters()) {
+            (Form::Binary, Some(op)) => {
                 // The other operand: the same pool, or a constant that broadcasts.
-                let other = if consts && self.chance(40) { c([B, K, ONE][self.pick(3)]) } else { y };
+                let other = if consts && self.chance(40) { b.constant([B, K, ONE][self.pick(3)]) } else { y };
                 let args = if self.chance(20) { vec![other, x] } else { vec![x, other] };
-                Self::push(p, pool, b.op(op, &args));
+                b.op(op, &args)
             }
-            4 => Self::push(p, pool, b.op(Op::Relu, &[x])),
-            5 => Self::push(p, pool, b.op(Op::Sin, &[x])),
-            6 => Self::push(p, pool, b.op(Op::Cos, &[x])),
-            7 if consts => Self::push(p, pool, b.op(Op::Linear, &[x, c(W), c(B)])),
-            8 if consts => {
-                let v = if self.chance(50) { b.op(Op::Addmm, &[c(B), x, c(W)]) } else { b.op(Op::Mm, &[x, c(W)]) };
-                Self::push(p, pool, v);
+            (Form::Unary, Some(op)) => b.op(op, &[x]),
+            (Form::Linear, _) => b.op(Op::Linear, &[x, b.constant(W), b.constant(B)]),
+            (Form::MatMul, _) if self.chance(50) => b.op(Op::Addmm, &[b.constant(B), x, b.constant(W)]),
+            (Form::MatMul, _) => b.op(Op::Mm, &[x, b.constant(W)]),
+            (Form::Cumsum, _) => b.op(Op::Cumsum { dim: self.pick(2) as i64 }, &[x]),
+            _ => return,
+        };
+        Self::push(p, pool, v);
+    }
+
+    /// A float32 side recipe's template (`nth`: which of its slots was drawn); sizes and scalar
+    /// arithmetic are made here and kept in `p`'s Int pools, with no template.
+    fn side_template(
+        &mut self,
+        b: &mut GraphBuilder,
+        r: &Recipe,
+        nth: usize,
+        pool: Pool,
+        x: Ref,
+        p: &mut Pools,
+    ) -> Option<Template> {
+        let dynamic = pool == Pool::D;
+        let template = |op| Template { op, with_idx: false, twice: false, relu_after: false };
+        Some(match r.form {
+            Form::Transpose => template(Op::PermuteCopy { dims: vec![1, 0] }),
+            Form::Select => {
+                let dim = self.pick(2);
+                let index = if dynamic { [0, -1][self.pick(2)] } else { self.pick([self.r, self.c][dim]) as i64 };
+                template(Op::SelectCopy { dim: dim as i64, index })
             }
-            7..=9 => Self::push(p, pool, b.op(Op::Cumsum { dim: self.pick(2) as i64 }, &[x])),
-            _ => {
-                // Side ops.
-                let t = match k - main {
-                    0 if !dynamic => Some(Template {
-                        op: Op::PermuteCopy { dims: vec![1, 0] },
-                        with_idx: false,
-                        twice: false,
-                        relu_after: false,
-                    }),
-                    1 => {
-                        let dim = self.pick(2);
-                        let index =
-                            if dynamic { [0, -1][self.pick(2)] } else { self.pick([self.r, self.c][dim]) as i64 };
-                        Some(Template {
-                            op: Op::SelectCopy { dim: dim as i64, index },
-                            with_idx: false,
-                            twice: false,
-                            relu_after: false,
-                        })
-                    }
-                    2 if consts && !dynamic => Some(Template {
-                        op: Op::IndexSelect { dim: 0 },
-                        with_idx: true,
-                        twice: false,
-                        relu_after: false,
-                    }),
-                    3 => {
-                        let dim = if self.chance(30) { None } else { Some(self.pick(2) as i64) };
-                        Some(Template {
-                            op: Op::Argmax { dim, keepdim: self.chance(50) },
-                            with_idx: false,
-                            twice: false,
-                            relu_after: false,
-                        })
-                    }
-                    4 => Some(Template {
-                        op: Op::Gt { other: self.small_f32() },
-                        with_idx: false,
-                        twice: false,
-                        relu_after: false,
-                    }),
-                    5 => Some(Template { op: Op::GtTensor, with_idx: false, twice: true, relu_after: false }),
-                    6 if !dynamic => {
-                        let (r, cc) = (self.r as i64, self.c as i64);
-                        let shape = [vec![r * cc], vec![cc, r], vec![1, r * cc]][self.pick(3)].clone();
-                        Some(Template {
-                            op: Op::View { shape },
-                            with_idx: false,
-                            twice: false,
-                            relu_after: self.chance(60),
-                        })
-                    }
-                    7 | 8 if scalars_ok && self.can(OpKind::SymSize) => {
-                        // Sizes and scalar arithmetic.
-                        let dim = self.pick(2) as i64;
-                        let s = b.op(Op::SymSize { dim }, &[x]);
-                        p.ints.push(s);
-                        p.pos_ints.push(s);
-                        if k - main == 8 {
-                            let a = p.ints[self.pick(p.ints.len())];
-                            let bb = p.ints[self.pick(p.ints.len())];
-                            let op = [
-                                Op::ScalarAdd,
-                                Op::ScalarSub,
-                                Op::ScalarMul,
-                                Op::ScalarFloordiv,
-                                Op::ScalarEq,
-                                Op::ScalarLt,
-                                Op::ScalarGt,
-                                Op::ScalarGe,
-                                Op::ScalarLe,
-                            ][self.pick(9)]
-                            .clone();
-                            if !self.can(op.kind()) {
-                                return;
-                            }
-                            // Floor division only by a size (never zero).
-                            let divisor = p.pos_ints[self.pick(p.pos_ints.len())];
-                            let v = match op {
-                                Op::ScalarFloordiv => b.op(op, &[a, divisor]),
-                                Op::ScalarEq | Op::ScalarLt | Op::ScalarGt | Op::ScalarGe | Op::ScalarLe => {
-                                    let v = b.op(op, &[a, bb]);
-                                    p.side_scalars.push(v);
-                                    return;
-                                }
-                                _ => b.op(op, &[a, bb]),
-                            };
-                            p.ints.push(v);
-                        }
-                        None
-                    }
-                    _ => None,
-                };
-                let allowed = |t: &Template| self.can(t.op.kind()) && (!t.relu_after || self.can(OpKind::Relu));
-                if let Some(t) = t.filter(allowed) {
-                    let v = apply(b, &t, x, y);
-                    p.side.push(v);
-                    if let Some(ts) = templates.as_mut() {
-                        ts.push(t);
-                    }
+            Form::IndexSelect => Template { with_idx: true, ..template(Op::IndexSelect { dim: 0 }) },
+            Form::Argmax => {
+                let dim = if self.chance(30) { None } else { Some(self.pick(2) as i64) };
+                template(Op::Argmax { dim, keepdim: self.chance(50) })
+            }
+            Form::GtScalar => template(Op::Gt { other: self.small_f32() }),
+            Form::GtTensor => Template { twice: true, ..template(Op::GtTensor) },
+            Form::View => {
+                let (r, cc) = (self.r as i64, self.c as i64);
+                let shape = [vec![r * cc], vec![cc, r], vec![1, r * cc]][self.pick(3)].clone();
+                Template { relu_after: self.chance(60), ..template(Op::View { shape }) }
+            }
+            Form::Sizes if self.can(OpKind::SymSize) => {
+                let s = b.op(Op::SymSize { dim: self.pick(2) as i64 }, &[x]);
+                p.ints.push(s);
+                p.pos_ints.push(s);
+                if nth == 1 {
+                    self.scalar_op(b, p);
                 }
+                return None;
             }
+            _ => return None,
+        })
+    }
+
+    /// Int scalar arithmetic or a comparison on the sizes made so far.
+    fn scalar_op(&mut self, b: &mut GraphBuilder, p: &mut Pools) {
+        let a = p.ints[self.pick(p.ints.len())];
+        let c = p.ints[self.pick(p.ints.len())];
+        let Some((r, _)) = SCALAR.at(self.pick(SCALAR.slots(false)), false) else { return };
+        let Some(op) = r.kind.without_parameters().filter(|_| self.can(r.kind)) else { return };
+        // Floor division only by a size (never zero).
+        let divisor = p.pos_ints[self.pick(p.pos_ints.len())];
+        match r.form {
+            Form::ScalarCompare => p.side_scalars.push(b.op(op, &[a, c])),
+            _ if r.kind == OpKind::ScalarFloordiv => p.ints.push(b.op(op, &[a, divisor])),
+            _ => p.ints.push(b.op(op, &[a, c])),
         }
     }
 

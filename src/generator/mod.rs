@@ -9,6 +9,7 @@ pub mod features;
 pub mod generate;
 pub mod inputs;
 pub mod observe;
+pub mod recipes;
 
 pub use config::GenConfig;
 pub use features::{Feature, Switch, Switches, feature_names};

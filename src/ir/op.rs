@@ -162,6 +162,34 @@ impl OpKind {
         format!("{n}.{o}")
     }
 
+    /// The operator itself, for a kind that takes no parameters (`None` for one that does).
+    pub fn without_parameters(self) -> Option<Op> {
+        use OpKind::*;
+        Some(match self {
+            Add => Op::Add,
+            Sub => Op::Sub,
+            Mul => Op::Mul,
+            Div => Op::Div,
+            Relu => Op::Relu,
+            Sin => Op::Sin,
+            Cos => Op::Cos,
+            Linear => Op::Linear,
+            Addmm => Op::Addmm,
+            Mm => Op::Mm,
+            GtTensor => Op::GtTensor,
+            ScalarAdd => Op::ScalarAdd,
+            ScalarSub => Op::ScalarSub,
+            ScalarMul => Op::ScalarMul,
+            ScalarFloordiv => Op::ScalarFloordiv,
+            ScalarEq => Op::ScalarEq,
+            ScalarLt => Op::ScalarLt,
+            ScalarGt => Op::ScalarGt,
+            ScalarGe => Op::ScalarGe,
+            ScalarLe => Op::ScalarLe,
+            PermuteCopy | Cumsum | SelectCopy | IndexSelect | Argmax | Gt | View | SymSize => return None,
+        })
+    }
+
     /// Operand count.
     pub fn arity(self) -> usize {
         use OpKind::*;
