@@ -31,6 +31,10 @@ pub enum Command {
     Gen(GenArgs),
     /// Serve the runner protocol (docs/runner-protocol.md) from the reference runtime.
     Runner(RunnerArgs),
+    /// Serve the exporter protocol (docs/exporter-protocol.md) from the reference emitter.
+    Exporter(ExporterArgs),
+    /// Compare two programs' structure: plans, delegates, call sites, blobs, compile specs.
+    Diff(DiffArgs),
     /// Merge `campaign --json` reports of shards into one (counts, features, failures).
     MergeReports(MergeArgs),
 }
@@ -159,7 +163,7 @@ pub struct CampaignArgs {
     /// Run as N shard processes of this program, one job each, and merge their reports (each
     /// stops at its own first failure unless --keep-going). Processes give memory back without
     /// slowing each other, as threads of the `flat-memory` build do not.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=campaign::processes::MAX_PROCESSES), conflicts_with_all = ["jobs", "shard", "case", "save_failures", "runner"])]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=campaign::processes::MAX_PROCESSES), conflicts_with_all = ["jobs", "shard", "case", "save_failures"])]
     pub processes: Option<u64>,
     /// Write the first failure (shrunk) as a reproducer folder, and the list of failing
     /// cases, into DIR.
@@ -185,9 +189,27 @@ pub struct CampaignArgs {
     /// With --runner: seconds allowed for the runner's hello.
     #[arg(long, default_value = "60", value_parser = campaign::options::parse_seconds, requires = "runner")]
     pub runner_start_timeout: std::time::Duration,
-    /// With --runner: where reproducer folders are written.
-    #[arg(long, default_value = "ptecheck-findings", requires = "runner")]
+    /// With --runner or --exporter: where reproducer folders are written.
+    #[arg(long, default_value = "ptecheck-findings")]
     pub out: PathBuf,
+    /// Exporter campaign: export every case with this exporter (a shell command speaking
+    /// docs/exporter-protocol.md) and check what it emitted under the rules it announces (with
+    /// --runner, run it there too).
+    #[arg(long, conflicts_with_all = ["negative", "negative_end_to_end", "save_failures"])]
+    pub exporter: Option<String>,
+    /// With --exporter: seconds allowed per export.
+    #[arg(long, default_value = "120", value_parser = campaign::options::parse_seconds, requires = "exporter")]
+    pub exporter_timeout: std::time::Duration,
+    /// With --exporter: seconds allowed for the exporter's hello.
+    #[arg(long, default_value = "300", value_parser = campaign::options::parse_seconds, requires = "exporter")]
+    pub exporter_start_timeout: std::time::Duration,
+    /// With --exporter: record every case (program, inputs, exported program, reply) in DIR.
+    #[arg(long, value_name = "DIR", requires = "exporter")]
+    pub record: Option<PathBuf>,
+    /// Check every case an exporter campaign recorded in DIR again (no exporter, no Python):
+    /// the same report.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["exporter", "runner", "processes"])]
+    pub recorded: Option<PathBuf>,
 }
 
 /// How cases are generated: shared by `campaign` and `gen`.
@@ -217,6 +239,30 @@ pub struct GenArgs {
     /// Output folder.
     #[arg(short = 'o', long)]
     pub output: PathBuf,
+}
+
+#[derive(Args)]
+pub struct DiffArgs {
+    /// The first program.
+    pub a: PathBuf,
+    /// The second program.
+    pub b: PathBuf,
+    /// Print both shapes and the differences as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ExporterArgs {
+    /// The rules to emit by: executorch-1.5.1, opt-in (the reference emitter's), opt-in-body.
+    #[arg(long, default_value = "opt-in", value_parser = ptecheck::exporter::server::parse_rules)]
+    pub rules: ptecheck::emit::Rules,
+    /// Break the rules announced so (share-across-bodies, dedup-by-module).
+    #[arg(long, value_parser = ptecheck::exporter::server::EmitterFault::parse)]
+    pub fault: Option<ptecheck::exporter::server::EmitterFault>,
+    /// Misbehave on purpose (see `ptecheck runner`).
+    #[arg(long, hide = true)]
+    pub chaos: Option<String>,
 }
 
 #[derive(Args)]

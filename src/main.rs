@@ -6,8 +6,8 @@ mod cli;
 
 use clap::Parser;
 use cli::{
-    CampaignArgs, CheckArgs, Cli, Command, EmitArgs, GenArgs, GenerationArgs, InspectArgs, MergeArgs, MutantsArgs,
-    RunArgs, RunnerArgs,
+    CampaignArgs, CheckArgs, Cli, Command, DiffArgs, EmitArgs, ExporterArgs, GenArgs, GenerationArgs, InspectArgs,
+    MergeArgs, MutantsArgs, RunArgs, RunnerArgs,
 };
 
 /// The campaign allocates many small short-lived objects; mimalloc serves them faster than the
@@ -272,7 +272,7 @@ fn emit(a: EmitArgs) -> CmdResult {
         share: !a.no_share,
         delegate_segments: !a.inline_delegates,
         allow_while: a.allow_while,
-        fault: None,
+        ..ptecheck::emit::EmitOptions::default()
     };
     let bytes = match ptecheck::emit::emit(&program, &opts)
         .map_err(|e| e.to_string())
@@ -336,10 +336,18 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         negative_end_to_end: a.negative_end_to_end,
         ..a.generation.options(a.cases, a.seed)?
     };
+    if let Some(dir) = &a.recorded {
+        let r = campaign::export::replay_record(dir).map_err(Rejected)?;
+        print(&r, a.json, || serde_json::to_value(&r).unwrap_or_default());
+        return Ok(r.exit());
+    }
     if let Some(n) = a.processes {
         return campaign_processes(&a, &opts, n);
     }
     let bar = bar(!a.json && std::io::stderr().is_terminal());
+    if let Some(cmd) = &a.exporter {
+        return export_campaign(&a, cmd, opts, &bar);
+    }
     if let Some(cmd) = &a.runner {
         return differential(&a, cmd, opts, &bar);
     }
@@ -427,6 +435,39 @@ fn differential(a: &CampaignArgs, cmd: &str, campaign: CampaignOptions, bar: &in
     Ok(r.exit())
 }
 
+fn export_campaign(a: &CampaignArgs, cmd: &str, campaign: CampaignOptions, bar: &indicatif::ProgressBar) -> CmdResult {
+    use ptecheck::campaign::export::{ExportOptions, run};
+    let mut exporter = ptecheck::exporter::ExporterConfig::new(cmd);
+    exporter.request_timeout = a.exporter_timeout;
+    exporter.start_timeout = a.exporter_start_timeout;
+    let runner = a.runner.as_ref().map(|r| {
+        let mut c = ptecheck::runner::RunnerConfig::new(r.as_str());
+        c.request_timeout = a.runner_timeout;
+        c.start_timeout = a.runner_start_timeout;
+        c
+    });
+    let workdir = std::env::temp_dir().join(format!("ptecheck-export-{}", std::process::id()));
+    let opts = ExportOptions {
+        campaign,
+        exporter,
+        runner,
+        workdir: workdir.clone(),
+        out: a.out.clone(),
+        record: a.record.clone(),
+        shrink_budget: 40,
+        max_reproducers: 5,
+    };
+    let r = run(&opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&workdir);
+    let r = r?;
+    print(&r, a.json, || serde_json::to_value(&r).unwrap_or_default());
+    Ok(r.exit())
+}
+
 fn gen_corpus(a: GenArgs) -> CmdResult {
     let opts = a.generation.options(a.cases, a.seed)?;
     let bar = bar(std::io::stderr().is_terminal());
@@ -435,6 +476,33 @@ fn gen_corpus(a: GenArgs) -> CmdResult {
         .map_err(|e| Rejected(e.to_string()))?;
     bar.finish_and_clear();
     outln!("wrote {s} to {}", a.output.display());
+    Ok(Exit::Ok)
+}
+
+/// `diff A B`: exit 0 when the two programs have one structure, 1 when they differ.
+fn diff(a: DiffArgs) -> CmdResult {
+    use ptecheck::inspect::shape::{diff, shape};
+    let (x, y) = (read_input(&a.a)?, read_input(&a.b)?);
+    let sx = shape(&format::load(&x).map_err(|e| Rejected(format!("{e} ({})", a.a.display())))?);
+    let sy = shape(&format::load(&y).map_err(|e| Rejected(format!("{e} ({})", a.b.display())))?);
+    let differences = diff(&sx, &sy);
+    if a.json {
+        outln!("{}", pretty(&json!({"a": sx, "b": sy, "differences": differences})));
+    } else if differences.is_empty() {
+        outln!("same structure: {} plan(s), {} distinct blob(s)", sx.plans.len(), sx.blobs);
+    } else {
+        for d in &differences {
+            outln!("{d}");
+        }
+    }
+    Ok(Exit::failed_if(!differences.is_empty()))
+}
+
+fn exporter(a: ExporterArgs) -> CmdResult {
+    use ptecheck::child::Chaos;
+    let chaos = a.chaos.as_deref().map(Chaos::parse).transpose().map_err(|e| Rejected(e.to_string()))?;
+    let stdin = std::io::stdin();
+    ptecheck::exporter::server::serve(stdin.lock(), std::io::stdout().lock(), a.rules, a.fault, chaos)?;
     Ok(Exit::Ok)
 }
 
@@ -468,6 +536,8 @@ fn main() -> ExitCode {
         Command::Mutants(a) => mutants(a),
         Command::Gen(a) => gen_corpus(a),
         Command::Runner(a) => runner(a),
+        Command::Exporter(a) => exporter(a),
+        Command::Diff(a) => diff(a),
         Command::MergeReports(a) => merge_reports(a),
     };
     let exit = match result {

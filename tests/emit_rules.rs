@@ -1361,3 +1361,56 @@ fn a_module_is_typed_once_however_many_calls_name_it() {
     let e = ptecheck::ir::infer::graph_types(&calls, &[module], "forward").expect_err("calls inside a module");
     assert_eq!((e.path.as_str(), e.detail.as_str()), ("forward.nodes[0]", "module 0 holds more than CPU ops"));
 }
+
+/// `forward(x, p)`: an opted-in demo module called twice at the top level and twice inside each
+/// branch of a cond on `p`.
+fn calls_in_and_out_of_a_cond() -> IrProgram {
+    let mut m = demo();
+    m.share_handle_across_calls = true;
+    let mut branch = GraphBuilder::new(vec![], vec![x()]);
+    let a = branch.call(0, &[branch.input(0)], 1)[0];
+    let b = branch.call(0, &[a], 1)[0];
+    let branch = branch.finish(&[b]);
+    let mut g = GraphBuilder::new(vec![], vec![x(), ValueType::Bool]);
+    let a = g.call(0, &[g.input(0)], 1)[0];
+    let b = g.call(0, &[a], 1)[0];
+    let c = g
+        .node(Node::Cond { pred: g.input(1), then_graph: branch.clone(), else_graph: branch, operands: vec![b] }, 1)[0];
+    program(vec![("forward", g.finish(&[c]))], vec![m])
+}
+
+#[test]
+fn sh3_under_the_body_scope_calls_share_a_delegate_only_within_one_graph_body() {
+    use ptecheck::emit::ShareScope;
+    let p = calls_in_and_out_of_a_cond();
+    let delegates = |scope| {
+        let e = emit(&p, &EmitOptions { scope, ..EmitOptions::default() }).expect("emits").program;
+        let f = plan(&e, "forward");
+        (f.delegate_list().len(), delegate_calls(f).iter().map(|(d, _)| *d).collect::<Vec<_>>())
+    };
+    // Six call sites: the method scope shares one delegate; the body scope one per body (the
+    // top level, the then branch, the else branch), each used by its body's two calls.
+    assert_eq!(delegates(ShareScope::Method), (1, vec![0; 6]));
+    assert_eq!(delegates(ShareScope::Body), (3, vec![0, 0, 1, 1, 2, 2]));
+    // Not opted in: one per call, whatever the scope.
+    let unshared = emit(&p, &EmitOptions { share: false, scope: ShareScope::Body, ..EmitOptions::default() })
+        .expect("emits")
+        .program;
+    assert_eq!(plan(&unshared, "forward").delegate_list().len(), 6);
+}
+
+#[test]
+fn bd1_blobs_deduplicated_by_module_store_equal_bytes_once_per_module() {
+    use ptecheck::emit::BlobDedup;
+    // Two modules with the same bytes (identical partitions), each called once.
+    let p = chain_of(&[0, 1], vec![demo(), demo()]);
+    let blobs = |dedup| {
+        let e = emit(&p, &EmitOptions { dedup, ..EmitOptions::default() }).expect("emits").program;
+        let f = plan(&e, "forward");
+        let stored: std::collections::BTreeSet<(i8, u32)> =
+            f.delegate_list().iter().filter_map(|d| d.processed.map(|r| (r.location.0, r.index))).collect();
+        (f.delegate_list().len(), stored.len())
+    };
+    assert_eq!(blobs(BlobDedup::Bytes), (2, 1));
+    assert_eq!(blobs(BlobDedup::Module), (2, 2));
+}

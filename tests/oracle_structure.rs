@@ -13,7 +13,7 @@ use ptecheck::program::{EValue, Instruction, SCRATCH_KEY, ScratchSpec, encode_sc
 
 fn emitted(name: &str) -> (IrProgram, Vec<u8>) {
     let ir = example(name).expect("example");
-    let opts = EmitOptions { share: true, delegate_segments: true, allow_while: true, fault: None };
+    let opts = EmitOptions { allow_while: true, ..EmitOptions::default() };
     let bytes = emit(&ir, &opts).expect("emits").to_bytes().expect("writes");
     (ir, bytes)
 }

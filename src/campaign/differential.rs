@@ -23,7 +23,7 @@ use crate::ir::OpKind;
 use crate::ir::eval::Run;
 use crate::ir::saved;
 use crate::oracle::negative::{Class, Corruption, corruptions};
-use crate::oracle::values::{Verdict, compare, encode_all};
+use crate::oracle::values::{Verdict, encode_all, verdict_of};
 use crate::runner::protocol::MAX_LINE;
 use crate::runner::{Outcome, Reply, Request, Runner, RunnerConfig, Stage, StartError};
 use crate::runtime::io::list_to_report_json;
@@ -150,11 +150,7 @@ fn requests(p: &Prepared, runner: &mut Runner) -> Vec<(bool, String, Request)> {
 
 /// The worst verdict of one run's outputs.
 fn verdict(run: &Run, got: &[HostValue]) -> Verdict {
-    let want = encode_all(&run.outputs);
-    if want.len() != got.len() {
-        return Verdict::Mismatch;
-    }
-    want.iter().zip(&run.bounds).zip(got).map(|((w, b), g)| compare(w, b, g)).max().unwrap_or(Verdict::Exact)
+    verdict_of(&encode_all(&run.outputs), &run.bounds, got)
 }
 
 /// Whether the case mismatches in the runner (for shrinking).

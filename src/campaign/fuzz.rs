@@ -132,7 +132,7 @@ pub fn runner_lines(data: &[u8]) -> Outcome {
     let mut parsed = false;
     let mut reader = std::io::BufReader::new(data);
     let mut buf = Vec::new();
-    while let Ok(Some(too_long)) = protocol::read_line_bounded(&mut reader, MOST_PER_LINE, &mut buf) {
+    while let Ok(Some(too_long)) = crate::child::read_line_bounded(&mut reader, MOST_PER_LINE, &mut buf) {
         let Ok(line) = std::str::from_utf8(&buf) else { continue };
         if too_long {
             continue;

@@ -10,6 +10,8 @@ pub mod case_files;
 pub mod conformance;
 pub mod diff_report;
 pub mod differential;
+pub mod export;
+pub mod export_report;
 pub mod fuzz;
 pub mod methods;
 pub mod mutants;

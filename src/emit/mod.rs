@@ -20,11 +20,40 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use thiserror::Error;
 
+/// Which calls of a module that opted in to sharing share one delegate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareScope {
+    /// Every call of the module in the method, control-flow bodies included (SH3).
+    #[default]
+    Method,
+    /// Only calls in the same graph body (a method's top level, one cond branch, one loop body).
+    Body,
+}
+
+/// What makes two delegates' processed blobs one stored blob.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlobDedup {
+    /// Equal bytes, program-wide (E17).
+    #[default]
+    Bytes,
+    /// The same lowered module (equal bytes of two modules are stored twice).
+    Module,
+}
+
 /// Emitter options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EmitOptions {
     /// Honour `share_handle_across_calls` (false = emit as if no backend opted in).
     pub share: bool,
+    /// Which calls share, when sharing is honoured.
+    pub scope: ShareScope,
+    /// How blobs are deduplicated.
+    pub dedup: BlobDedup,
+    /// Emit scratch declarations and call-site scratch slots (P1); without, a module's scratch
+    /// specs are left out, as an emitter without scratch support does.
+    pub scratch: bool,
     /// Move delegate blobs into segments (ExecuTorch's `extract_delegate_segments`).
     pub delegate_segments: bool,
     /// Allow `while_loop` (P12); without it, E27's InternalError.
@@ -35,7 +64,72 @@ pub struct EmitOptions {
 
 impl Default for EmitOptions {
     fn default() -> Self {
-        EmitOptions { share: true, delegate_segments: true, allow_while: false, fault: None }
+        EmitOptions {
+            share: true,
+            scope: ShareScope::Method,
+            dedup: BlobDedup::Bytes,
+            scratch: true,
+            delegate_segments: true,
+            allow_while: false,
+            fault: None,
+        }
+    }
+}
+
+/// Whether calls of one lowered module may share a delegate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sharing {
+    /// One `BackendDelegate` per call site, always.
+    None,
+    /// The calls of a module that opted in (and has no scratch) share one, within the scope.
+    OptIn,
+}
+
+/// The rules an emitter follows (the reference emitter's are chosen by [`EmitOptions`]; an
+/// exporter announces its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rules {
+    /// Delegate sharing.
+    pub sharing: Sharing,
+    /// Which calls share, under [`Sharing::OptIn`].
+    #[serde(default)]
+    pub sharing_scope: ShareScope,
+    /// Whether scratch declarations are emitted.
+    pub scratch: bool,
+    /// How processed blobs are deduplicated.
+    pub blob_dedup: BlobDedup,
+}
+
+impl Rules {
+    /// ExecuTorch 1.5.1's emitter: one delegate per call, no scratch, blobs by bytes.
+    pub const EXECUTORCH_1_5_1: Rules =
+        Rules { sharing: Sharing::None, sharing_scope: ShareScope::Body, scratch: false, blob_dedup: BlobDedup::Bytes };
+    /// The change ptecheck's reference emitter implements: opt-in sharing across the method.
+    pub const OPT_IN: Rules = Rules {
+        sharing: Sharing::OptIn,
+        sharing_scope: ShareScope::Method,
+        scratch: true,
+        blob_dedup: BlobDedup::Bytes,
+    };
+    /// Opt-in sharing within one graph body only (what sharing by object identity can do).
+    pub const OPT_IN_BODY: Rules =
+        Rules { sharing: Sharing::OptIn, sharing_scope: ShareScope::Body, scratch: true, blob_dedup: BlobDedup::Bytes };
+}
+
+impl EmitOptions {
+    /// The options that follow `rules`, with blobs in segments and `while_loop` allowed.
+    pub fn following(rules: Rules) -> EmitOptions {
+        EmitOptions {
+            share: rules.sharing == Sharing::OptIn,
+            scope: rules.sharing_scope,
+            dedup: rules.blob_dedup,
+            scratch: rules.scratch,
+            delegate_segments: true,
+            allow_while: true,
+            fault: None,
+        }
     }
 }
 
@@ -126,6 +220,8 @@ struct ProgramState {
     constants: Distinct,
     /// Distinct delegate blobs.
     blobs: Distinct,
+    /// Under [`BlobDedup::Module`]: each module's blob number.
+    module_blobs: HashMap<usize, u32>,
 }
 
 impl ProgramState {
@@ -136,6 +232,15 @@ impl ProgramState {
     fn blob(&mut self, bytes: &[u8]) -> u32 {
         self.blobs.number(bytes)
     }
+
+    /// Module `module`'s blob, one per module whatever its bytes (kept by module, not content).
+    fn blob_of_module(&mut self, module: usize, bytes: &[u8]) -> u32 {
+        let items = &mut self.blobs.items;
+        *self.module_blobs.entry(module).or_insert_with(|| {
+            items.push(bytes.to_vec());
+            (items.len() - 1) as u32
+        })
+    }
 }
 
 /// Per-method emitter state (E3); control-flow sub-graphs share it.
@@ -145,7 +250,13 @@ struct MethodState<'p> {
     values: Vec<EValue>,
     operators: Vec<Operator>,
     delegates: Vec<BackendDelegate>,
-    shared_delegate: HashMap<usize, i32>,
+    /// The delegate each sharing key got: (module, body) with [`ShareScope::Body`], else
+    /// (module, 0).
+    shared_delegate: HashMap<(usize, usize), i32>,
+    /// The graph body being emitted (0: the method's top level; each sub-graph a new number).
+    body: usize,
+    /// Bodies numbered so far.
+    bodies: usize,
     instructions: Vec<Instruction>,
     arena: usize,
     /// Whether any value is planned in arena 1 (even zero-sized: it still names the arena).
@@ -382,16 +493,19 @@ impl MethodState<'_> {
         let m = &self.modules[module];
         // Outputs first (E16), then P1's scratch slots.
         let outs: Vec<usize> = out_types.iter().map(|t| self.new_value(t)).collect();
+        let scratch_specs: &[crate::ir::ScratchDecl] = if self.opts.scratch { &m.scratch_specs } else { &[] };
         let scratch: Vec<usize> =
-            m.scratch_specs.iter().map(|s| self.planned(ScalarType::BYTE, &[s.nbytes as usize], false)).collect();
+            scratch_specs.iter().map(|s| self.planned(ScalarType::BYTE, &[s.nbytes as usize], false)).collect();
         let fault = self.opts.fault;
         let mut shares = self.opts.share
             && m.share_handle_across_calls
-            && (m.scratch_specs.is_empty() || fault == Some(Fault::ShareScratch));
-        // The sharing key is the module's identity (P4) — unless a seeded bug keys it by bytes.
-        let mut key = module;
+            && (scratch_specs.is_empty() || fault == Some(Fault::ShareScratch));
+        // The sharing key is the module's identity (P4), and its body under the body scope —
+        // unless a seeded bug keys it by bytes.
+        let body = if self.opts.scope == ShareScope::Body { self.body } else { 0 };
+        let mut key = (module, body);
         if matches!(fault, Some(Fault::ShareIdenticalBlobs) | Some(Fault::DedupWholeDelegate)) {
-            key = self.modules.iter().position(|o| o.processed == m.processed).unwrap_or(module);
+            key.0 = self.modules.iter().position(|o| o.processed == m.processed).unwrap_or(module);
             shares |= fault == Some(Fault::DedupWholeDelegate);
         }
         let wrong = (fault == Some(Fault::WrongDelegateInLoop) && self.loop_depth > 0)
@@ -403,9 +517,8 @@ impl MethodState<'_> {
             _ => {
                 let mut specs: Vec<CompileSpec> =
                     m.compile_specs.iter().map(|(k, v)| CompileSpec::new(k.clone(), v.0.clone())).collect();
-                if !m.scratch_specs.is_empty() {
-                    let decl: Vec<ScratchSpec> = m
-                        .scratch_specs
+                if !scratch_specs.is_empty() {
+                    let decl: Vec<ScratchSpec> = scratch_specs
                         .iter()
                         .map(|s| ScratchSpec { nbytes: s.nbytes, mem_id: s.mem_id.unwrap_or(-1) })
                         .collect();
@@ -456,7 +569,15 @@ impl MethodState<'_> {
         path: &str,
     ) -> Result<Vec<usize>, EmitError> {
         let types = graph_types(g, self.modules, path)?;
-        self.typed_graph(prog, g, bound, path, &types)
+        if bound.is_none() {
+            return self.typed_graph(prog, g, bound, path, &types);
+        }
+        // A sub-graph is a body of its own.
+        self.bodies += 1;
+        let outer = std::mem::replace(&mut self.body, self.bodies);
+        let refs = self.typed_graph(prog, g, bound, path, &types);
+        self.body = outer;
+        refs
     }
 
     /// [`MethodState::graph`] with the graph's ref types already inferred (`graph_types`).
@@ -777,6 +898,8 @@ pub(crate) fn emit_typed(
             operators: Vec::new(),
             delegates: Vec::new(),
             shared_delegate: HashMap::new(),
+            body: 0,
+            bodies: 0,
             instructions: Vec::new(),
             arena: 0,
             planned_any: false,
@@ -792,7 +915,11 @@ pub(crate) fn emit_typed(
         // stored during emission becomes the blob index.
         for d in st.delegates.iter_mut() {
             if let Some(r) = d.processed.as_mut() {
-                r.index = prog.blob(&p.modules[r.index as usize].processed);
+                let module = r.index as usize;
+                r.index = match opts.dedup {
+                    BlobDedup::Bytes => prog.blob(&p.modules[module].processed),
+                    BlobDedup::Module => prog.blob_of_module(module, &p.modules[module].processed),
+                };
             }
         }
         let arena = i64::try_from(st.arena).map_err(|_| IrError {

@@ -89,6 +89,10 @@ macro_rules! limits {
             /// Only modules of these backends (registry ids); absent = all.
             #[serde(skip_serializing_if = "Option::is_none")]
             pub only_backends: Option<BTreeSet<String>>,
+            /// Keep to what torch.export exports: no control-flow body or module returns one of
+            /// its inputs, or a view of one (each such output becomes a value of its own).
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            pub exportable: bool,
         }
 
         impl Default for GenConfig {
@@ -98,6 +102,7 @@ macro_rules! limits {
                     features: Switches::default(),
                     only_ops: None,
                     only_backends: None,
+                    exportable: false,
                 }
             }
         }

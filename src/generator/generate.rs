@@ -546,7 +546,33 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             Place::Cond | Place::Scan | Place::Module => outs.extend(&p.side),
             Place::Map | Place::While => {}
         }
+        if self.cfg.exportable && place != Place::Top {
+            self.unalias(&mut b, &mut outs, n_consts..n_consts + inputs.len());
+        }
         b.finish(&outs)
+    }
+
+    /// Makes every output of a body that is one of its `inputs`, or a view of one, a value of its
+    /// own (`x + x`, or another elementwise op the configuration allows): torch.export refuses a
+    /// control-flow body whose output aliases an input, and XNNPACK a module that passes an
+    /// input through.
+    fn unalias(&mut self, b: &mut GraphBuilder, outs: &mut [Ref], inputs: std::ops::Range<Ref>) {
+        let ops = [Op::Add, Op::Mul, Op::Sub];
+        for o in outs.iter_mut() {
+            let view_of_input =
+                b.op_of(*o).is_some_and(|(op, args)| matches!(op, Op::View { .. }) && inputs.contains(&args[0]));
+            if !inputs.contains(o) && !view_of_input {
+                continue;
+            }
+            if let Some(op) = ops.iter().find(|op| self.can(op.kind())) {
+                *o = b.op(op.clone(), &[*o, *o]);
+            } else if self.can(OpKind::Relu) {
+                *o = b.op(Op::Relu, &[*o]);
+            } else {
+                continue;
+            }
+            self.spend(1);
+        }
     }
 
     /// Before a control-flow step makes its bodies: spends the nodes `b` got since `counted` and

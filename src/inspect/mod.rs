@@ -4,6 +4,7 @@
 //!
 //! Reads [`LoadedProgram`]; may not change it or decide validity (that is `format`/`runtime`).
 
+pub mod shape;
 pub mod xnnpack;
 
 use crate::format::{LoadedProgram, LoadedPtd};

@@ -443,6 +443,55 @@ pub fn approximate(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, exact_mod
     flush(out, &b)
 }
 
+/// Whose arithmetic a value is compared against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// The kernels ExecuTorch runs (portable and prim; XNNPACK inside its delegates), which
+    /// ptecheck's runtime computes alike: the model above.
+    Kernels,
+    /// Another framework's eager kernels (torch on CPU), as an exporter computes its eager
+    /// outputs: sin and cos vectorised within a few ulp, cumulative sums accumulated in another
+    /// precision ([`framework`]).
+    Framework,
+}
+
+/// The error of `op` when the other side is another framework's eager kernels: `model` (the
+/// kernels' model) widened for sin and cos as an approximation, and for a float cumulative sum
+/// by `γ(k)·Σ|xⱼ|` over the k terms summed plus one rounding (the framework may sum in double).
+pub fn framework(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, model: Bound) -> Bound {
+    match op {
+        Op::Sin | Op::Cos => elementwise(args, errs, out, |x, e, _| e[0] + approx_sin_cos(x[0].abs() + e[0])),
+        Op::Cumsum { dim } => {
+            let (Some(x), Some(r)) = (f32s(args[0]), f32s(out)) else { return model };
+            let shape = shape(args[0]);
+            let rank = shape.len() as i64;
+            let d = if *dim < 0 { dim + rank } else { *dim };
+            let Ok(d) = usize::try_from(d) else { return model };
+            if d >= shape.len() {
+                return model;
+            }
+            let (outer, size, inner) = crate::ir::value::split_at_dim(shape, d);
+            let base = model.abs(r.len());
+            let mut e = base.clone();
+            for o in 0..outer {
+                for i in 0..inner {
+                    let mut sum = 0.0f64;
+                    for k in 0..size {
+                        let at = o * size * inner + k * inner + i;
+                        let (Some(xv), Some(rv)) = (x.get(at), r.get(at)) else { continue };
+                        sum += f64::from(xv.abs());
+                        if let Some(b) = e.get_mut(at) {
+                            *b += gamma(k + 1) * sum + ulp(f64::from(rv.abs()));
+                        }
+                    }
+                }
+            }
+            Bound::from_abs(e)
+        }
+        _ => model,
+    }
+}
+
 /// The error of `op` applied to `args` (with errors `errs`), whose eager result is `out`.
 pub fn of_op(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val) -> Bound {
     use Op::*;

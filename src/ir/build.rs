@@ -9,19 +9,21 @@ use super::program::*;
 pub struct GraphBuilder {
     g: Graph,
     next: Ref,
+    /// The first ref of each node added by this builder, with its node's index.
+    added: Vec<(Ref, usize)>,
 }
 
 impl GraphBuilder {
     /// A graph with these constants (refs 0..c) and inputs (refs c..c+i).
     pub fn new(constants: Vec<ConstTensor>, inputs: Vec<ValueType>) -> Self {
         let next = constants.len() + inputs.len();
-        GraphBuilder { g: Graph { constants, inputs, nodes: Vec::new(), outputs: Vec::new() }, next }
+        GraphBuilder { g: Graph { constants, inputs, nodes: Vec::new(), outputs: Vec::new() }, next, added: Vec::new() }
     }
 
     /// Continues a finished graph whose refs run up to `next` (its constants, inputs and node
     /// outputs); its outputs are set again by [`GraphBuilder::finish`].
     pub fn resume(g: Graph, next: Ref) -> Self {
-        GraphBuilder { g, next }
+        GraphBuilder { g, next, added: Vec::new() }
     }
 
     /// Ref of input `i`.
@@ -46,10 +48,20 @@ impl GraphBuilder {
 
     /// Adds a node producing `n_out` values; returns their refs.
     pub fn node(&mut self, node: Node, n_out: usize) -> Vec<Ref> {
+        self.added.push((self.next, self.g.nodes.len()));
         self.g.nodes.push(node);
         let first = self.next;
         self.next += n_out;
         (first..self.next).collect()
+    }
+
+    /// The op and operands that define `r`, when this builder added an op node for it.
+    pub fn op_of(&self, r: Ref) -> Option<(&Op, &[Ref])> {
+        let (_, node) = self.added.iter().find(|(first, _)| *first == r)?;
+        match self.g.nodes.get(*node)? {
+            Node::Op { op, args } => Some((op, args)),
+            _ => None,
+        }
     }
 
     /// Adds an op (one output).

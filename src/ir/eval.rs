@@ -5,7 +5,7 @@
 //! in index order, int64 arithmetic wrapping in two's complement, NaN propagating.
 //! May not touch: operator arithmetic (`kernels`), the bound rules (`bound`): it calls them.
 
-use super::bound::Bound;
+use super::bound::{Bound, Reference};
 use super::infer::{IrError, err};
 use super::kernels::{eval_op, select, t};
 use super::program::{Dtype, Graph, IrProgram, LoweredModule, Node, Ref, ValueType};
@@ -64,6 +64,8 @@ struct Interp<'p> {
     decided: Option<usize>,
     /// Inside a module of an approximating backend (`bound::approximates`).
     approximate: bool,
+    /// The bounds are for another framework's eager kernels ([`Reference::Framework`]).
+    framework: bool,
 }
 
 /// Elements per leading index of a tensor value.
@@ -165,6 +167,7 @@ impl Interp<'_> {
                     let es = errs_of(args);
                     let es: Vec<&Bound> = es.iter().collect();
                     let e = super::bound::of_op(op, &a, &es, &v);
+                    let e = if self.framework { super::bound::framework(op, &a, &es, &v, e) } else { e };
                     let e = if self.approximate { super::bound::approximate(op, &a, &es, &v, e) } else { e };
                     let e = super::bound::signed_zeros(e, &v, es.iter().all(|b| b.is_exact()));
                     (vec![v], vec![e])
@@ -319,7 +322,7 @@ impl Interp<'_> {
 
 /// Evaluates a graph on `inputs` (its calls resolve against `modules`).
 pub fn eval_graph(g: &Graph, modules: &[LoweredModule], inputs: &[Val], path: &str) -> Result<Vec<Val>, IrError> {
-    Interp { modules, calls: Vec::new(), decided: None, approximate: false }
+    Interp { modules, calls: Vec::new(), decided: None, approximate: false, framework: false }
         .graph(g, inputs, &[], &At::Root(path), 0)
         .map(|(v, _)| v)
 }
@@ -343,13 +346,19 @@ pub struct Run {
 
 /// Runs method `name` of `p` on exact `inputs`.
 pub fn run_method(p: &IrProgram, name: &str, inputs: &[Val]) -> Result<Run, IrError> {
+    run_method_against(p, name, inputs, Reference::Kernels)
+}
+
+/// [`run_method`], with bounds for comparing against `reference`'s arithmetic.
+pub fn run_method_against(p: &IrProgram, name: &str, inputs: &[Val], reference: Reference) -> Result<Run, IrError> {
     let (i, m) = p
         .methods
         .iter()
         .enumerate()
         .find(|(_, m)| m.name == name)
         .ok_or_else(|| err("methods", format!("no method `{name}`")))?;
-    let mut interp = Interp { modules: &p.modules, calls: Vec::new(), decided: None, approximate: false };
+    let framework = reference == Reference::Framework;
+    let mut interp = Interp { modules: &p.modules, calls: Vec::new(), decided: None, approximate: false, framework };
     let (outputs, bounds) = interp.graph(&m.graph, inputs, &[], &At::Method(i), 0)?;
     let decided_calls = interp.decided.unwrap_or(interp.calls.len());
     Ok(Run { outputs, bounds, calls: interp.calls, decided_calls })

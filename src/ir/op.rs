@@ -190,6 +190,16 @@ impl OpKind {
         })
     }
 
+    /// Whether it computes on Int scalars only (so a result on sizes known at export is known
+    /// at export too).
+    pub fn on_int_scalars(self) -> bool {
+        use OpKind::*;
+        matches!(
+            self,
+            ScalarAdd | ScalarSub | ScalarMul | ScalarFloordiv | ScalarEq | ScalarLt | ScalarGt | ScalarGe | ScalarLe
+        )
+    }
+
     /// Operand count.
     pub fn arity(self) -> usize {
         use OpKind::*;

@@ -237,7 +237,8 @@ pub fn emission(
     fault: Option<Fault>,
     types: Option<&[Vec<ValueType>]>,
 ) -> Result<Emitted, EmitError> {
-    let opts = EmitOptions { share, delegate_segments: !case.run.inline_blobs, allow_while, fault };
+    let opts =
+        EmitOptions { share, delegate_segments: !case.run.inline_blobs, allow_while, fault, ..EmitOptions::default() };
     match types {
         Some(t) => emit_typed(&case.program, t, &opts),
         None => emit(&case.program, &opts),

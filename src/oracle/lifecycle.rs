@@ -137,7 +137,7 @@ fn destroy_order(events: &[LedgerEvent]) -> Vec<u64> {
 }
 
 /// Checks that every handle of the run was destroyed exactly once, in ascending delegate order.
-fn destroyed_once_ascending(events: &[LedgerEvent], what: &str, inv: Invariant, r: &mut Report) {
+pub(super) fn destroyed_once_ascending(events: &[LedgerEvent], what: &str, inv: Invariant, r: &mut Report) {
     let of = delegates_of(events);
     let order = destroy_order(events);
     let mut per: BTreeMap<u64, usize> = of.keys().map(|h| (*h, 0)).collect();
@@ -149,6 +149,33 @@ fn destroyed_once_ascending(events: &[LedgerEvent], what: &str, inv: Invariant, 
     r.check(inv, wrong.is_empty(), || format!("{what}: {}", wrong.join(", ")));
     let ds: Vec<usize> = order.iter().filter_map(|h| of.get(h).copied()).collect();
     r.check(inv, ds.windows(2).all(|w| w[0] < w[1]), || format!("{what}: destroy order by delegate {ds:?}"));
+}
+
+/// The delegate of each init the backends saw, in order.
+pub(super) fn inits(events: &[LedgerEvent]) -> Vec<usize> {
+    events
+        .iter()
+        .filter_map(|ev| match ev {
+            LedgerEvent::Init { delegate, .. } => Some(*delegate),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Executes the backends saw per DelegateCall of method `name` (its index in chain order).
+pub(super) fn executes_per_call(
+    loaded: &LoadedProgram<'_>,
+    name: &str,
+    events: &[LedgerEvent],
+) -> BTreeMap<usize, usize> {
+    let index = call_index(loaded, name);
+    let mut out = BTreeMap::new();
+    for ev in events {
+        if let LedgerEvent::Execute { site, .. } = ev {
+            *out.entry(index.get(&(site.chain, site.instruction)).copied().unwrap_or(usize::MAX)).or_default() += 1;
+        }
+    }
+    out
 }
 
 /// Site (chain, instruction) of each DelegateCall -> its index in emission order.

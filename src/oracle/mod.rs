@@ -5,6 +5,7 @@
 //! (`campaign`).
 
 pub mod case;
+pub mod exported;
 pub mod invariant;
 pub mod lifecycle;
 pub mod negative;

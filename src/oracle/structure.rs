@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// DelegateCall instructions naming each BackendDelegate of `plan`, over all chains: counted
 /// here, not with the runtime's `check::call_site_counts`, which is code under test.
-fn delegate_call_sites(plan: &ExecutionPlan) -> Vec<usize> {
+pub(super) fn delegate_call_sites(plan: &ExecutionPlan) -> Vec<usize> {
     let mut sites = vec![0usize; plan.delegate_list().len()];
     let calls = plan.chain_list().iter().flat_map(|c| c.instruction_list()).filter_map(|i| match i {
         Instruction::DelegateCall(d) => usize::try_from(d.delegate_index).ok(),
@@ -64,7 +64,7 @@ pub fn delegate_calls(plan: &ExecutionPlan) -> Vec<(i32, Vec<i32>)> {
 }
 
 /// Every index of a plan, checked by the oracle: (what, index, bound) for each out of range.
-fn bad_indices(plan: &ExecutionPlan) -> Vec<String> {
+pub(super) fn bad_indices(plan: &ExecutionPlan) -> Vec<String> {
     let nv = plan.value_list().len() as i64;
     let (no, nd) = (plan.operator_list().len() as i64, plan.delegate_list().len() as i64);
     let mut bad = Vec::new();

@@ -29,6 +29,31 @@ pub fn encode(v: &Val) -> HostValue {
     }
 }
 
+/// The eager value of a host value, for the dtypes the IR has (`None` for another dtype, bytes
+/// that do not fill the shape, or a `none`).
+pub fn decode(v: &HostValue) -> Option<Val> {
+    Some(match v {
+        HostValue::Tensor(t) => {
+            let n: usize = t.sizes.iter().try_fold(1usize, |a, s| a.checked_mul(*s))?;
+            let data = match t.dtype {
+                ScalarType::FLOAT if t.data.len() == n * 4 => {
+                    Data::F32(t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+                }
+                ScalarType::LONG if t.data.len() == n * 8 => Data::I64(
+                    t.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
+                ),
+                ScalarType::BOOL if t.data.len() == n => Data::Bool(t.data.iter().map(|b| *b != 0).collect()),
+                _ => return None,
+            };
+            Val::Tensor(crate::ir::value::Tensor { shape: t.sizes.clone(), data })
+        }
+        HostValue::Int(i) => Val::Int(*i),
+        HostValue::Bool(b) => Val::Bool(*b),
+        HostValue::Double(d) => Val::Double(*d),
+        _ => return None,
+    })
+}
+
 /// Host forms of eager values.
 pub fn encode_all(v: &[Val]) -> Vec<HostValue> {
     v.iter().map(encode).collect()
@@ -174,4 +199,32 @@ pub fn compare(want: &HostValue, bound: &Bound, got: &HostValue) -> Verdict {
         _ => false,
     };
     if ok { Verdict::WithinBound } else { Verdict::Mismatch }
+}
+
+/// The worst verdict over a method's outputs (a different count is a mismatch).
+pub fn verdict_of(want: &[HostValue], bounds: &[Bound], got: &[HostValue]) -> Verdict {
+    if want.len() != got.len() {
+        return Verdict::Mismatch;
+    }
+    want.iter().zip(bounds).zip(got).map(|((w, b), g)| compare(w, b, g)).max().unwrap_or(Verdict::Exact)
+}
+
+/// [`verdict_of`] with `-0.0` and `+0.0` taken as equal in float tensors of `got` and `want`:
+/// for outputs another framework computed, whose kernels do not promise the sign of a zero.
+pub fn verdict_of_ignoring_zero_signs(want: &[HostValue], bounds: &[Bound], got: &[HostValue]) -> Verdict {
+    let unsign = |v: &HostValue| match v {
+        HostValue::Tensor(t) if t.dtype == ScalarType::FLOAT => {
+            let mut t = t.clone();
+            for c in t.data.chunks_exact_mut(4) {
+                if f32::from_le_bytes([c[0], c[1], c[2], c[3]]) == 0.0 {
+                    c.copy_from_slice(&0f32.to_le_bytes());
+                }
+            }
+            HostValue::Tensor(t)
+        }
+        other => other.clone(),
+    };
+    let (want, got): (Vec<HostValue>, Vec<HostValue>) =
+        (want.iter().map(unsign).collect(), got.iter().map(unsign).collect());
+    verdict_of(&want, bounds, &got)
 }

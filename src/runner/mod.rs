@@ -8,5 +8,5 @@ pub mod client;
 pub mod protocol;
 pub mod server;
 
-pub use client::{Outcome, Runner, RunnerConfig, RunnerStats, StartError};
+pub use client::{Outcome, Runner, RunnerConfig, RunnerProtocol, RunnerStats, StartError};
 pub use protocol::{Hello, Reply, Request, Stage};

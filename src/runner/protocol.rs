@@ -8,7 +8,8 @@ use crate::runtime::json_text::{self, Scalar};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serde_json::value::RawValue;
-use std::io::{BufRead, Read};
+
+pub use crate::child::{Garbage, MAX_LINE};
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -161,10 +162,15 @@ pub enum Reply {
     },
 }
 
-/// A line that is not a well-formed reply.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("{0}")]
-pub struct Garbage(pub String);
+/// `ok` or `error`.
+impl crate::child::Classed for Reply {
+    fn class(&self) -> &'static str {
+        match self {
+            Reply::Outputs(_) => "ok",
+            Reply::Error { .. } => "error",
+        }
+    }
+}
 
 impl Reply {
     /// The reply line for request `id`. Outputs the corpus encoding does not hold are refused
@@ -233,40 +239,4 @@ pub fn parse_hello(line: &str) -> Result<Hello, Garbage> {
 /// The hello line.
 pub fn hello_line(h: &Hello) -> String {
     json!({ "hello": h }).to_string()
-}
-
-/// Longest line either side reads: a runner's reply longer than this is garbage, a request
-/// longer than this is refused.
-pub const MAX_LINE: usize = 64 << 20;
-
-/// Reads one line of at most `max` bytes (newline excluded) into `buf`, which is emptied
-/// first; the rest of a longer line is read and dropped a chunk at a time, so memory stays
-/// bounded by `max` whatever the child writes. `Ok(None)` at end of input, else whether the
-/// line was longer than `max`.
-pub(crate) fn read_line_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
-    buf.clear();
-    if (&mut *r).take(max as u64 + 1).read_until(b'\n', buf)? == 0 {
-        return Ok(None);
-    }
-    if buf.ends_with(b"\n") {
-        buf.pop();
-        return Ok(Some(false));
-    }
-    if buf.len() <= max {
-        // The last line, without a newline.
-        return Ok(Some(false));
-    }
-    loop {
-        let (done, used) = {
-            let chunk = r.fill_buf()?;
-            match chunk.iter().position(|b| *b == b'\n') {
-                Some(i) => (true, i + 1),
-                None => (chunk.is_empty(), chunk.len()),
-            }
-        };
-        r.consume(used);
-        if done {
-            return Ok(Some(true));
-        }
-    }
 }

@@ -632,6 +632,107 @@ fn copy_(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
     f.set(a[3], this)
 }
 
+/// The sizes a view of `numel` elements asks for (`want`, with at most one `-1` standing for
+/// what the others leave), as `get_view_copy_target_size` reads them; `None` when they do not
+/// hold `numel` elements.
+fn view_sizes(want: &[i64], numel: usize) -> Option<Vec<usize>> {
+    if want.iter().filter(|d| **d == -1).count() > 1 || want.iter().any(|d| *d < -1) {
+        return None;
+    }
+    let known = want.iter().filter(|d| **d >= 0).try_fold(1usize, |a, d| a.checked_mul(usize::try_from(*d).ok()?))?;
+    let sizes: Vec<usize> =
+        want.iter().map(|d| if *d < 0 { numel.checked_div(known).unwrap_or(0) } else { *d as usize }).collect();
+    (checked_numel(&sizes) == Some(numel)).then_some(sizes)
+}
+
+/// `aten::view_copy.out(self, size, out)`: `self`'s elements, in order, in another shape of as
+/// many elements (ExecuTorch keeps it where a view's result is a method output).
+fn view_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    let numel = f.tensor(a[0])?.numel();
+    let want = f.int_list(a[1])?;
+    let sizes =
+        view_sizes(&want, numel).ok_or_else(|| bad(format!("view_copy: sizes {want:?} for {numel} elements")))?;
+    let elem = same_dtype_elem(f, a[0], a[2])?;
+    check_out(f, a[2], &sizes)?;
+    f.working(numel, &format_args!("a copy of values[{}]", a[0]))?;
+    let n = numel.saturating_mul(elem);
+    let bytes = f
+        .bytes(a[0])?
+        .get(..n)
+        .ok_or_else(|| bad(format!("values[{}] holds fewer than {numel} elements", a[0])))?
+        .to_vec();
+    resize_out(f, a[2], &sizes)?;
+    f.write_bytes(a[2], &bytes)
+}
+
+/// `dim_order_ops::_to_dim_order_copy.out(self, non_blocking, dim_order, out)`: `self` in
+/// `out`'s dtype (`.to(dtype)`), in the contiguous dim order.
+fn to_dim_order_copy(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    dim_order_copy(f, a, true)
+}
+
+/// `dim_order_ops::_clone_dim_order.out(self, non_blocking, dim_order, out)`: a copy of `self`
+/// (same dtype), in the contiguous dim order.
+fn clone_dim_order(f: &mut Frame<'_>, a: &[usize]) -> OpResult<()> {
+    dim_order_copy(f, a, false)
+}
+
+/// The dim-order copies: `non_blocking` must be false; a `dim_order` other than the contiguous
+/// one (`0..rank`) is one this runtime does not keep (NotSupported: it has contiguous tensors
+/// only); `convert`: the dtype may change (float to int truncates, to bool is "not zero").
+fn dim_order_copy(f: &mut Frame<'_>, a: &[usize], convert: bool) -> OpResult<()> {
+    let (src, out) = (a[0], a[3]);
+    if f.bool(a[1])? {
+        return Err(bad("dim-order copy: non_blocking must be false"));
+    }
+    let s = f.sizes(src)?;
+    if !matches!(f.value(a[2])?, Value::None) {
+        let order = f.int_list(a[2])?;
+        let mut seen = vec![false; s.len()];
+        let permutation = order.len() == s.len()
+            && order.iter().all(|d| {
+                usize::try_from(*d).ok().and_then(|d| seen.get_mut(d)).is_some_and(|x| !std::mem::replace(x, true))
+            });
+        if !permutation {
+            return Err(bad(format!("dim-order copy: dim_order {order:?} for rank {}", s.len())));
+        }
+        if order.iter().enumerate().any(|(i, d)| *d != i as i64) {
+            return Err(OpError::new(
+                ErrorCode::NotSupported,
+                format!("dim order {order:?}: tensors here are contiguous only"),
+            ));
+        }
+    }
+    if !convert || f.dtype(src)? == f.dtype(out)? {
+        same_dtype_elem(f, src, out)?;
+        check_out(f, out, &s)?;
+        let numel = f.tensor(src)?.numel();
+        f.working(numel, &format_args!("a copy of values[{src}]"))?;
+        let bytes = f.bytes(src)?.to_vec();
+        resize_out(f, out, &s)?;
+        return f.write_bytes(out, &bytes);
+    }
+    check_out(f, out, &s)?;
+    let numel = f.tensor(src)?.numel();
+    f.working(numel.saturating_mul(2), &format_args!("a conversion of values[{src}]"))?;
+    let (to, from) = (f.dtype(out)?, f.dtype(src)?);
+    resize_out(f, out, &s)?;
+    if to == ScalarType::BOOL {
+        let nonzero: Vec<i64> = if is_float(from) {
+            f.read_f64(src)?.iter().map(|x| i64::from(*x != 0.0)).collect()
+        } else {
+            f.read_i64(src)?.iter().map(|x| i64::from(*x != 0)).collect()
+        };
+        f.write_i64(out, &nonzero)
+    } else if is_float(to) {
+        let v = f.read_f64(src)?;
+        f.write_f64(out, &v)
+    } else {
+        let v = f.read_i64(src)?;
+        f.write_i64(out, &v)
+    }
+}
+
 /// ExecuTorch 1.5.1's `et_copy_index`: `to` is resized to `index + 1` rows (grown or shrunk)
 /// and its row `index` becomes `from`. Another rank or row shape is InvalidArgument; a resize
 /// the destination refuses (static, or past its bound) is InvalidState, as ExecuTorch reports it.
@@ -769,6 +870,9 @@ pub const KERNELS: &[Kernel] = &[
     Kernel { name: "aten::gt.Tensor_out", args: 4, exact: true, run: gt },
     Kernel { name: "aten::sym_size.int", args: 3, exact: true, run: sym_size },
     Kernel { name: "aten::copy_.default", args: 4, exact: true, run: copy_ },
+    Kernel { name: "aten::view_copy.out", args: 4, exact: true, run: view_copy },
+    Kernel { name: "dim_order_ops::_to_dim_order_copy.out", args: 5, exact: true, run: to_dim_order_copy },
+    Kernel { name: "dim_order_ops::_clone_dim_order.out", args: 5, exact: true, run: clone_dim_order },
     Kernel {
         name: "executorch_prim::add.Scalar",
         args: 3,
