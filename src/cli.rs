@@ -206,9 +206,12 @@ pub struct CampaignArgs {
     /// With --exporter: record every case (program, inputs, exported program, reply) in DIR.
     #[arg(long, value_name = "DIR", requires = "exporter")]
     pub record: Option<PathBuf>,
+    /// With --exporter: export the built-in examples (`emit --example`) in place of generated cases.
+    #[arg(long, requires = "exporter")]
+    pub examples: bool,
     /// Check every case an exporter campaign recorded in DIR again (no exporter, no Python):
-    /// the same report.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["exporter", "runner", "processes"])]
+    /// the same report (with --runner, run there too).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["exporter", "processes"])]
     pub recorded: Option<PathBuf>,
 }
 

@@ -337,11 +337,26 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         ..a.generation.options(a.cases, a.seed)?
     };
     if let Some(dir) = &a.recorded {
-        let r = campaign::export::replay_record(dir).map_err(Rejected)?;
+        let mut runner = match &a.runner {
+            Some(cmd) => {
+                let mut c = ptecheck::runner::RunnerConfig::new(cmd.as_str());
+                c.request_timeout = a.runner_timeout;
+                c.start_timeout = a.runner_start_timeout;
+                Some(ptecheck::runner::Runner::start(c)?)
+            }
+            None => None,
+        };
+        let work = std::env::temp_dir().join(format!("ptecheck-recorded-{}", std::process::id()));
+        let r = campaign::export::replay_record(dir, runner.as_mut().map(|r| (r, work.as_path())));
+        let _ = std::fs::remove_dir_all(&work);
+        let r = r.map_err(Rejected)?;
         print(&r, a.json, || serde_json::to_value(&r).unwrap_or_default());
         return Ok(r.exit());
     }
-    if let Some(n) = a.processes {
+    if let (Some(n), None) = (a.processes, &a.exporter) {
+        if a.runner.is_some() {
+            return Err(Rejected("--processes goes with --runner only in an exporter campaign (--exporter)".into()));
+        }
         return campaign_processes(&a, &opts, n);
     }
     let bar = bar(!a.json && std::io::stderr().is_terminal());
@@ -447,6 +462,7 @@ fn export_campaign(a: &CampaignArgs, cmd: &str, campaign: CampaignOptions, bar: 
         c
     });
     let workdir = std::env::temp_dir().join(format!("ptecheck-export-{}", std::process::id()));
+    let processes = a.processes;
     let opts = ExportOptions {
         campaign,
         exporter,
@@ -456,7 +472,17 @@ fn export_campaign(a: &CampaignArgs, cmd: &str, campaign: CampaignOptions, bar: 
         record: a.record.clone(),
         shrink_budget: 40,
         max_reproducers: 5,
+        examples: a.examples,
     };
+    if let Some(n) = processes {
+        let program = std::env::current_exe().map_err(|e| Rejected(format!("own path: {e}")))?;
+        let args = ptecheck::campaign::export::child_args(&opts);
+        let r: ptecheck::campaign::export_report::ExportReport =
+            ptecheck::campaign::processes::run_args(&program, &args, n).map_err(|e| Rejected(e.to_string()))?;
+        eprintln!("ptecheck: ran as {n} shard processes");
+        print(&r, a.json, || serde_json::to_value(&r).unwrap_or_default());
+        return Ok(r.exit());
+    }
     let r = run(&opts, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);

@@ -40,6 +40,7 @@ fn campaign(extra: &str, cases: u64, tag: &str) -> (ExportReport, tempfile::Temp
         record: Some(temp.path().join("record")),
         shrink_budget: 60,
         max_reproducers: 2,
+        examples: false,
     };
     (run(&opts, &mut |_, _| {}).expect("the exporter starts"), temp)
 }
@@ -123,6 +124,7 @@ fn an_exporter_that_crashes_hangs_or_garbles_is_an_outcome_and_the_campaign_goes
         record: None,
         shrink_budget: 10,
         max_reproducers: 1,
+        examples: false,
     };
     let r = run(&opts, &mut |_, _| {}).expect("starts");
     assert_eq!((r.exporter_failures.get("hung"), r.built), (Some(&1), 2), "{r:?}");
@@ -207,6 +209,10 @@ fn a_reply_is_read_strictly_and_a_runners_hello_is_not_an_exporters() {
             Ok(r) => panic!("{line} read as {r:?}"),
         }
     }
+    // A backend the runtime here lacks is named, not skipped silently.
+    let mut h = ptecheck::exporter::server::hello(Rules::OPT_IN);
+    h.backends.push("QnnBackend".into());
+    assert_eq!(ptecheck::campaign::export::not_runnable_here(&h), ["QnnBackend"]);
     let runner_hello = r#"{"hello":{"protocol":1,"name":"r","version":"1","backends":[],"operators":[]}}"#;
     assert!(parse_hello(runner_hello).is_err());
     let exporter_hello = ptecheck::exporter::protocol::hello_line(&ptecheck::exporter::server::hello(Rules::OPT_IN));

@@ -12,13 +12,14 @@ use super::shrink::shrink_bytes;
 use crate::emit::Rules;
 use crate::exporter::protocol::{ControlFlow, ExportStage, Exported, Hello, Reply, Request};
 use crate::exporter::{Exporter, ExporterConfig, ExporterOutcome};
+use crate::generator::examples::{EXAMPLES, example};
 use crate::generator::{GenConfig, Generated, Switch, generate};
 use crate::inspect::shape::shape;
 use crate::ir::eval::run_method;
 use crate::ir::{OpKind, saved};
 use crate::oracle::exported::{ExportedVerdict, check_exported, expected_sites};
 use crate::oracle::values::{Verdict, encode_all, verdict_of};
-use crate::oracle::{CheckOptions, node_count};
+use crate::oracle::{CheckOptions, case_of, node_count};
 use crate::runner::{Outcome, Reply as RunReply, Request as RunRequest, Runner, RunnerConfig, StartError};
 use crate::runtime::HostValue;
 use crate::runtime::io::list_to_json;
@@ -48,6 +49,18 @@ pub struct ExportOptions {
     pub shrink_budget: usize,
     /// Most findings written as reproducer folders (the first is shrunk).
     pub max_reproducers: usize,
+    /// Export the built-in examples (`generator::examples`, inputs of seed 0) in place of
+    /// generated cases.
+    pub examples: bool,
+}
+
+/// One case: its number, name (its record folder) and program with inputs, and the
+/// configuration and bytes that generated it (`None` for an example).
+struct Case {
+    index: u64,
+    folder: String,
+    g: Generated,
+    generated_from: Option<(GenConfig, Vec<u8>)>,
 }
 
 /// The backends the generator makes modules of.
@@ -115,12 +128,55 @@ pub fn not_announced(cfg: &GenConfig, hello: &Hello) -> Vec<String> {
     ops.chain(backends).chain(features).collect()
 }
 
+/// The backends `hello` announces that the reference runtime has no backend for.
+pub fn not_runnable_here(hello: &Hello) -> Vec<String> {
+    let ours: Vec<String> = crate::backends::default_backends().iter().map(|b| b.id().to_string()).collect();
+    hello.backends.iter().filter(|b| !ours.contains(b)).cloned().collect()
+}
+
 /// The export request of case `g`: its saved program (compact) and each method's inputs.
 pub fn request(id: u64, g: &Generated) -> Request {
     let text = saved::save(&g.program);
     let program = serde_json::from_str::<Value>(&text).map(|v| v.to_string()).unwrap_or(text);
     let inputs = g.inputs.iter().map(|(m, v)| (m.clone(), encode_all(v))).collect();
     Request { id, program, inputs }
+}
+
+/// The arguments of each shard process of this campaign (`--processes`: each adds its shard).
+pub fn child_args(opts: &ExportOptions) -> Vec<String> {
+    let c = &opts.campaign;
+    let secs = |d: std::time::Duration| d.as_secs_f64().to_string();
+    let mut args = vec![
+        "campaign".to_string(),
+        "--exporter".into(),
+        opts.exporter.command.clone(),
+        "--exporter-timeout".into(),
+        secs(opts.exporter.request_timeout),
+        "--exporter-start-timeout".into(),
+        secs(opts.exporter.start_timeout),
+        "--cases".into(),
+        c.cases.to_string(),
+        "--seed".into(),
+        c.seed.to_string(),
+        "--out".into(),
+        opts.out.display().to_string(),
+    ];
+    args.extend(case_flags(c));
+    if let Some(r) = &opts.runner {
+        let more = [
+            "--runner",
+            &r.command,
+            "--runner-timeout",
+            &secs(r.request_timeout),
+            "--runner-start-timeout",
+            &secs(r.start_timeout),
+        ];
+        args.extend(more.iter().map(|s| s.to_string()));
+    }
+    if let Some(d) = &opts.record {
+        args.extend(["--record".to_string(), d.display().to_string()]);
+    }
+    args
 }
 
 /// The command that replays case `case` of this campaign.
@@ -390,26 +446,36 @@ pub fn run(opts: &ExportOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Ex
         shards_run: vec![shard],
         shards,
         not_generated: not_announced(&c.config, &hello),
+        not_runnable_here: not_runnable_here(&hello),
         ..Default::default()
     };
     if let Some(dir) = &opts.record {
         let _ = std::fs::create_dir_all(dir);
         write(&dir.join("hello.json"), serde_json::to_string_pretty(&hello).unwrap_or_default().as_bytes());
     }
-    let cases: Vec<u64> = match c.only_case {
-        Some(k) => vec![k],
-        None => (0..c.cases).filter(|k| k % shards == shard).collect(),
+    let indices: Vec<u64> = match (opts.examples, c.only_case) {
+        (true, _) => (0..EXAMPLES.len() as u64).collect(),
+        (false, Some(k)) => vec![k],
+        (false, None) => (0..c.cases).filter(|k| k % shards == shard).collect(),
     };
-    let total = cases.len() as u64;
-    for case in cases {
+    let total = indices.len() as u64;
+    let make = |case: u64| -> Option<Case> {
+        if opts.examples {
+            let name = EXAMPLES.get(case as usize)?;
+            let g = case_of(&example(name)?, 0);
+            return Some(Case { index: case, folder: format!("example-{name}"), g, generated_from: None });
+        }
         let cfg = restrict(&case_config(c, case), &hello);
         let bytes = case_input(c.seed, case);
         let g = generate(&cfg, &mut Unstructured::new(&bytes), None);
+        Some(Case { index: case, folder: format!("case-{}-{case:06}", c.seed), g, generated_from: Some((cfg, bytes)) })
+    };
+    for Case { index: case, folder, g, generated_from } in indices.into_iter().filter_map(make) {
         report.cases += 1;
         let runner_arg = runner.as_mut().map(|r| (r, opts.workdir.as_path()));
         let came = take(&g, &rules, &mut exporter, runner_arg, &mut report.runner_outcomes);
         if let Some(dir) = &opts.record {
-            let folder = dir.join(format!("case-{}-{case:06}", c.seed));
+            let folder = dir.join(&folder);
             let recorded = match &came {
                 Came::Checked(e, ..) => Some(Ok(e.as_ref())),
                 Came::NotBuilt(stage, m) => Some(Err((*stage, m.as_str()))),
@@ -479,11 +545,11 @@ pub fn run(opts: &ExportOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Ex
                 if report.findings.len() < opts.max_reproducers {
                     let command = replay_command(opts, case);
                     let dir = opts.out.join(format!("export-{kind}-{}-{case:06}", c.seed));
-                    let (sg, se, sv) = if report.findings.is_empty() {
-                        shrunk(opts, &cfg, &bytes, &kind, &rules, &mut exporter).unwrap_or((g, e, *v))
-                    } else {
-                        (g, e, *v)
+                    let small = match (&generated_from, report.findings.is_empty()) {
+                        (Some((cfg, bytes)), true) => shrunk(opts, cfg, bytes, &kind, &rules, &mut exporter),
+                        _ => None,
                     };
+                    let (sg, se, sv) = small.unwrap_or((g, e, *v));
                     finding.nodes.1 = Some(node_count(&sg.program));
                     let mut failures: Vec<String> =
                         sv.report.failures.iter().map(|f| format!("{}: {}", f.invariant, f.detail)).collect();
@@ -554,19 +620,25 @@ fn shrunk(
     attempt(&small)
 }
 
-/// Checks every case recorded in `dir` (`--record`) again, as the campaign that recorded it did
-/// (without the exporter or a runner): the same report, read from the files.
-pub fn replay_record(dir: &Path) -> Result<ExportReport, String> {
+/// Checks every case recorded in `dir` (`--record`) again, as the campaign that recorded it did,
+/// without the exporter (and with `runner`, in the runner too, its files written under
+/// `workdir`): the same report, read from the files.
+pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Result<ExportReport, String> {
     let start = Instant::now();
     let text =
         std::fs::read_to_string(dir.join("hello.json")).map_err(|e| format!("{}/hello.json: {e}", dir.display()))?;
     let hello: Hello = serde_json::from_str(&text).map_err(|e| format!("{}/hello.json: {e}", dir.display()))?;
     let mut report = ExportReport {
         exporter: serde_json::to_value(&hello).unwrap_or_default(),
+        not_runnable_here: not_runnable_here(&hello),
+        runner: runner.as_ref().map(|(r, _)| serde_json::to_value(r.hello()).unwrap_or_default()),
         shards_run: vec![0],
         shards: 1,
         ..Default::default()
     };
+    if let Some((_, work)) = &runner {
+        std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+    }
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -596,9 +668,15 @@ pub fn replay_record(dir: &Path) -> Result<ExportReport, String> {
                 report.difference_examples.push(format!("{}: {}", case.display(), differences.join("; ")));
             }
         }
-        if let Some(kind) = first_kind(&v, &[]) {
+        let runner_failures = match runner.as_mut() {
+            Some((r, work)) => in_runner(&g, &e.pte, work, r, &mut report.runner_outcomes),
+            None => Vec::new(),
+        };
+        if let Some(kind) = first_kind(&v, &runner_failures) {
             report.failures += 1;
-            let detail = v.report.failures.iter().map(|f| format!("{}: {}", f.invariant, f.detail)).collect();
+            let mut detail: Vec<String> =
+                v.report.failures.iter().map(|f| format!("{}: {}", f.invariant, f.detail)).collect();
+            detail.extend(runner_failures);
             report.findings.push(ExportFinding {
                 case: i as u64,
                 kind,

@@ -42,6 +42,10 @@ pub struct ExportReport {
     pub shards: u64,
     /// What the configuration could generate but the exporter did not announce.
     pub not_generated: Vec<String>,
+    /// Backends the exporter lowers to whose blobs the reference runtime cannot run (their
+    /// programs are checked, but not run here).
+    #[serde(default)]
+    pub not_runnable_here: Vec<String>,
     /// Cases generated and sent.
     pub cases: u64,
     /// Programs the exporter built.
@@ -109,6 +113,7 @@ impl ExportReport {
             self.exporter = o.exporter.clone();
             self.runner = o.runner.clone();
             self.not_generated = o.not_generated.clone();
+            self.not_runnable_here = o.not_runnable_here.clone();
             self.shards = o.shards;
         }
         self.shards_run.extend(&o.shards_run);
@@ -165,6 +170,13 @@ impl fmt::Display for ExportReport {
             "cases {}  built {}  failures {}  ({:.2} programs/s, {:.1} s)",
             self.cases, self.built, self.failures, self.programs_per_second, self.elapsed_seconds
         )?;
+        if !self.not_runnable_here.is_empty() {
+            writeln!(
+                f,
+                "backends the exporter lowers to that the runtime here cannot run: {}",
+                self.not_runnable_here.join(", ")
+            )?;
+        }
         if !self.not_generated.is_empty() {
             writeln!(
                 f,

@@ -105,6 +105,36 @@ struct Running {
     ended: Option<Option<ExitStatus>>,
 }
 
+/// A report shard processes print (`--json`) and one process merges.
+pub trait ShardReport: serde::de::DeserializeOwned {
+    /// Whether the report's process ends with exit 1 (a failure found).
+    fn failed(&self) -> bool;
+    /// One report of the shards' reports.
+    fn merge_shards(reports: &[Self]) -> Result<Self, ProcessesError>;
+}
+
+impl ShardReport for CampaignResult {
+    fn failed(&self) -> bool {
+        self.failures > 0
+    }
+    fn merge_shards(reports: &[Self]) -> Result<Self, ProcessesError> {
+        Ok(merge(reports)?)
+    }
+}
+
+impl ShardReport for super::export_report::ExportReport {
+    fn failed(&self) -> bool {
+        self.exit() == crate::exit::Exit::Failed
+    }
+    fn merge_shards(reports: &[Self]) -> Result<Self, ProcessesError> {
+        let mut m = Self::default();
+        for r in reports {
+            m.merge(r);
+        }
+        Ok(m)
+    }
+}
+
 /// Runs `program` with [`child_args`] of `opts`, then `extra`, and `--shard K/N --jobs 1 --json` for every
 /// K < `processes` side by side and merges their reports. When one child ends without a report
 /// the others are stopped and that child is named.
@@ -119,8 +149,9 @@ pub fn run(
     run_args(program, &args, processes)
 }
 
-/// [`run`] with the arguments before the shard given.
-fn run_args(program: &Path, args: &[String], processes: u64) -> Result<CampaignResult, ProcessesError> {
+/// [`run`] with the arguments before the shard given: `program ARGS --shard K/N --jobs 1 --json`
+/// for every K < `processes`, side by side, their reports merged.
+pub fn run_args<R: ShardReport>(program: &Path, args: &[String], processes: u64) -> Result<R, ProcessesError> {
     if !(1..=MAX_PROCESSES).contains(&processes) {
         return Err(ProcessesError::Count(processes));
     }
@@ -172,7 +203,7 @@ fn run_args(program: &Path, args: &[String], processes: u64) -> Result<CampaignR
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(merge(&reports)?)
+    R::merge_shards(&reports)
 }
 
 /// Waits until every child has ended; the first to end without a report's exit code (0 or 1)
@@ -231,13 +262,13 @@ fn tail(mut from: impl Read) -> Vec<u8> {
 }
 
 /// The report a child printed, if it ended with one that agrees with its exit code.
-fn report_of(
+fn report_of<R: ShardReport>(
     shard: u64,
     of: u64,
     status: ExitStatus,
     stdout: std::io::Result<Vec<u8>>,
     stderr: &[u8],
-) -> Result<CampaignResult, ProcessesError> {
+) -> Result<R, ProcessesError> {
     let report_error = |message: String| ProcessesError::Report { shard, of, message };
     let failed = match status.code() {
         Some(0) => false,
@@ -251,9 +282,9 @@ fn report_of(
     if stdout.len() as u64 > MAX_REPORT {
         return Err(report_error(format!("longer than {MAX_REPORT} bytes")));
     }
-    let report: CampaignResult = serde_json::from_slice(&stdout).map_err(|e| report_error(e.to_string()))?;
-    if failed != (report.failures > 0) {
-        return Err(report_error(format!("exit code {} with {} failures", i32::from(failed), report.failures)));
+    let report: R = serde_json::from_slice(&stdout).map_err(|e| report_error(e.to_string()))?;
+    if failed != report.failed() {
+        return Err(report_error(format!("exit code {} with a report that says otherwise", i32::from(failed))));
     }
     Ok(report)
 }
@@ -296,7 +327,7 @@ mod tests {
         let e = run_sh("exit 7", 1).expect_err("exit 7");
         assert!(matches!(&e, ProcessesError::Ended { status, .. } if status.contains('7')), "{e}");
         // A program that cannot be started.
-        let e = run_args(Path::new("/nonexistent/ptecheck"), &[], 2).expect_err("no such program");
+        let e = run_args::<CampaignResult>(Path::new("/nonexistent/ptecheck"), &[], 2).expect_err("no such program");
         assert!(matches!(e, ProcessesError::Start { shard: 0, of: 2, .. }), "{e}");
     }
 }

@@ -14,6 +14,8 @@ pub const EXAMPLES: &[&str] = &[
     "scratch-repeated",
     "cond-delegates",
     "map-delegate",
+    "scan-delegate",
+    "calls-across-bodies",
     "multi-method",
     "multifunction",
     "multifunction-off",
@@ -162,6 +164,42 @@ pub fn example(name: &str) -> Option<IrProgram> {
             let out = g.node(Node::Map { body, xs: g.input(0), args: vec![] }, 1)[0];
             IrProgram {
                 methods: vec![method("forward", g.finish(&[out]))],
+                modules: vec![module(Flavor::Demo, vec![])],
+                named_data: vec![],
+            }
+        }
+        // A call inside a scan body: the carry goes through the module each step (E26).
+        "scan-delegate" => {
+            let mut body = GraphBuilder::new(vec![], vec![x(), x()]);
+            let s = body.op(Op::Add, &[body.input(0), body.input(1)]);
+            let c = body.call(0, &[s], 1)[0];
+            let y = body.op(Op::Relu, &[c]);
+            let body = body.finish(&[c, y]);
+            let mut g = GraphBuilder::new(vec![], vec![x(), f32_tensor(vec![3, 2, 4])]);
+            let outs = g.node(Node::Scan { body, init: vec![g.input(0)], xs: vec![g.input(1)] }, 2);
+            IrProgram {
+                methods: vec![method("forward", g.finish(&outs))],
+                modules: vec![module(Flavor::Demo, vec![])],
+                named_data: vec![],
+            }
+        }
+        // One opted-in module called at the top level, in both branches of a cond and in a map
+        // body: how far sharing reaches is the emitter's scope (all one delegate, or one per body).
+        "calls-across-bodies" => {
+            let once = || {
+                let mut b = GraphBuilder::new(vec![], vec![x()]);
+                let v = b.call(0, &[b.input(0)], 1)[0];
+                let r = b.op(Op::Relu, &[v]);
+                b.finish(&[r])
+            };
+            let mut g =
+                GraphBuilder::new(vec![], vec![ValueType::tensor(Dtype::Bool, vec![]), x(), f32_tensor(vec![3, 2, 4])]);
+            let a = g.call(0, &[g.input(1)], 1)[0];
+            let c = g
+                .node(Node::Cond { pred: g.input(0), then_graph: once(), else_graph: once(), operands: vec![a] }, 1)[0];
+            let m = g.node(Node::Map { body: once(), xs: g.input(2), args: vec![] }, 1)[0];
+            IrProgram {
+                methods: vec![method("forward", g.finish(&[c, m]))],
                 modules: vec![module(Flavor::Demo, vec![])],
                 named_data: vec![],
             }

@@ -56,6 +56,9 @@ fn type_text(plan: &crate::program::ExecutionPlan, v: i32) -> String {
             let dtype = t.scalar_type.name().unwrap_or("?").to_lowercase();
             format!("{dtype}{:?}", t.sizes.as_deref().unwrap_or(&[]))
         }
+        // A scalar slot is overwritten when the method runs; ExecuTorch declares a Bool result
+        // of an Int comparison as an Int.
+        Some(EValue::Int(_) | EValue::Bool(_)) => "int|bool".to_string(),
         Some(e) => e.kind().to_lowercase(),
         None => format!("<value {v}?>"),
     }
