@@ -154,18 +154,13 @@ fn pretty(v: &serde_json::Value) -> String {
 fn check(a: CheckArgs) -> CmdResult {
     let bytes = read_input(&a.file)?;
     let loaded = format::load(&bytes)?;
-    let violations = ptecheck::runtime::check_all_methods(&loaded);
-    for v in &violations {
-        eprintln!("error: {v} [{:?}]", v.code());
+    let registered = ptecheck::backends::default_runtime().registry.ids();
+    let r = campaign::methods::check_program(&loaded, &registered);
+    for (v, code) in &r.broken {
+        eprintln!("error: {v} [{code:?}]");
     }
-    if violations.is_empty() {
-        let methods: Vec<&str> = loaded.program.plans().iter().map(|p| p.name_str()).collect();
-        outln!("ok: {} method(s) pass every init-time check: {}", methods.len(), methods.join(", "));
-        Ok(Exit::Ok)
-    } else {
-        outln!("{} violation(s)", violations.len());
-        Ok(Exit::Rejected)
-    }
+    out!("{r}");
+    Ok(r.exit())
 }
 
 fn runtime(a: &RunArgs, multifn: &Arc<MultifnBackend>) -> Result<Runtime, Rejected> {

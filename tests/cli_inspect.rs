@@ -382,3 +382,75 @@ fn inspecting_several_files_as_json_names_the_file_of_every_document() {
     let v: serde_json::Value = serde_json::from_slice(&one.stdout).expect("json");
     assert!(v.get("file").is_none());
 }
+
+/// `corpus/kernels/NAME.pte` with `edit` applied to its program, written to `dir/out`.
+fn edited_kernel_file(
+    name: &str,
+    dir: &std::path::Path,
+    out: &str,
+    edit: impl FnOnce(&mut ptecheck::program::Program),
+) -> String {
+    let path = format!("{}/corpus/kernels/{name}.pte", env!("CARGO_MANIFEST_DIR"));
+    let data = std::fs::read(path).expect("read");
+    let loaded = ptecheck::format::load(&data).expect("loads");
+    let mut p = loaded.program.clone();
+    edit(&mut p);
+    let bytes = ptecheck::format::write(&p, &loaded.segments, &Default::default()).expect("writes");
+    let file = dir.join(out);
+    std::fs::write(&file, bytes).expect("write");
+    file.to_str().expect("utf8").to_string()
+}
+
+#[test]
+fn a_valid_file_using_what_the_runtime_lacks_is_unsupported_not_invalid() {
+    let dir = tmp("unsupported");
+    let dir = dir.path();
+    // A kernel the runtime here lacks: exit 3, naming it; `run` says the same.
+    let missing = edited_kernel_file("clone_dim_order", dir, "missing_kernel.pte", |p| {
+        let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+        for o in plan.operators.as_mut().expect("operators") {
+            if o.name.as_deref() == Some("dim_order_ops::_clone_dim_order") {
+                o.name = Some("aten::erfinv".into());
+            }
+        }
+    });
+    let out = bin().args(["check", &missing]).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("valid, but not supported here: kernel:aten::erfinv.out"), "{text}");
+    assert!(!text.contains("violation"), "{text}");
+    let run = bin().args(["run", &missing]).output().expect("runs");
+    assert_eq!(run.status.code(), Some(3), "{}", String::from_utf8_lossy(&run.stderr));
+    // A rule broken as well: exit 2, with the rule.
+    let broken = edited_kernel_file("clone_dim_order", dir, "missing_and_broken.pte", |p| {
+        let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
+        for o in plan.operators.as_mut().expect("operators") {
+            o.name = Some("aten::erfinv".into());
+        }
+        if let Some(ptecheck::program::Instruction::KernelCall(k)) =
+            plan.chains.as_mut().expect("chains")[0].instructions.as_mut().expect("instrs").first_mut()
+        {
+            k.op_index = 99;
+        }
+    });
+    let out = bin().args(["check", &broken]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("names operator 99"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A backend the runtime here lacks: exit 3, naming it.
+    let data = std::fs::read(corpus("xnn_single_partition")).expect("read");
+    let loaded = ptecheck::format::load(&data).expect("loads");
+    let mut p = loaded.program.clone();
+    for d in p.execution_plan.as_mut().expect("plans")[0].delegates.as_mut().expect("delegates") {
+        d.id = Some("QnnBackend".into());
+    }
+    let file = dir.join("qnn.pte");
+    std::fs::write(&file, ptecheck::format::write(&p, &loaded.segments, &Default::default()).expect("writes"))
+        .expect("write");
+    let out = bin().args(["check", file.to_str().expect("utf8")]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("backend:QnnBackend"));
+}

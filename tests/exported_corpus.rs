@@ -36,7 +36,7 @@ fn check_part(part: &str, at_least: u64) {
     let r = replay_record(&emitted(part), None).expect("the recording reads back");
     assert!(r.built >= at_least, "{part}: {} built", r.built);
     assert!(r.unsupported_here.is_empty(), "{part}: not supported here: {:?}", r.unsupported_here);
-    for inv in ["I1", "I2", "I3", "I4", "I6"] {
+    for inv in ["I1", "I2", "I3", "I4", "I5", "I6", "I7", "negative"] {
         assert!(r.checks.get(inv).copied().unwrap_or(0) > 0, "{part}: {inv} never checked");
     }
     let known = known_findings();

@@ -251,7 +251,27 @@ fn in_runner(
         return vec![format!("cannot write {}: {e}", path.display())];
     }
     let mut failures = Vec::new();
-    let names: Vec<String> = g.program.methods.iter().map(|m| m.name.clone()).collect();
+    // A method calling a backend the runner did not announce is not sent: it would be refused
+    // for a backend it lacks, which says nothing of the program.
+    let lacks = |m: &crate::ir::IrMethod| {
+        let mut missing = None;
+        m.graph.walk(0, &mut |n, _| {
+            if let crate::ir::Node::Call { module, .. } = n
+                && let Some(lm) = g.program.modules.get(*module)
+                && !runner.hello().backends.contains(&lm.backend)
+            {
+                missing.get_or_insert_with(|| lm.backend.clone());
+            }
+        });
+        missing
+    };
+    let mut names = Vec::new();
+    for m in &g.program.methods {
+        match lacks(m) {
+            Some(b) => *tally.entry(format!("not_run:backend:{b}")).or_default() += 1,
+            None => names.push(m.name.clone()),
+        }
+    }
     let reqs: Vec<RunRequest> = names
         .iter()
         .map(|m| RunRequest {

@@ -434,7 +434,7 @@ pub fn check_exported(
 ) -> ExportedVerdict {
     let mut v = ExportedVerdict::default();
     let r = &mut v.report;
-    let loaded = match format::load(pte) {
+    let mut loaded = match format::load(pte) {
         Ok(l) => l,
         Err(e) => {
             r.fail(Invariant::I1, format!("the exported program does not load: {e}"));
@@ -442,6 +442,12 @@ pub fn check_exported(
         }
     };
     r.held(Invariant::I1, 1);
+    // I7: the writer reproduces the other emitter's serialiser byte for byte.
+    let again = format::write_loaded(&loaded, &format::WriteOptions::default());
+    r.check(Invariant::I7, again.as_deref().is_ok_and(|b| b == pte), || match &again {
+        Ok(b) => format!("written again it is {} bytes, not the same {}", b.len(), pte.len()),
+        Err(e) => format!("it cannot be written again: {e}"),
+    });
     check_structure(&case.program, &loaded, rules, reply_sites, r);
     v.kernels = kernels(&loaded);
     v.delegates = loaded.program.plans().iter().map(|p| (p.name_str().to_string(), p.delegate_list().len())).collect();
@@ -456,6 +462,20 @@ pub fn check_exported(
         let shown: Vec<String> = violations.iter().take(5).map(|e| format!("{e} [{:?}]", e.code())).collect();
         format!("init-time checks refuse it: {}", shown.join("; "))
     });
+    // I5 and the negative checks, as on the reference emitter's programs: an injected init
+    // failure is cleaned up, and every corruption is rejected at init (one end to end per plan).
+    for pi in 0..loaded.program.plans().len() {
+        let (name, n) = {
+            let plan = &loaded.program.plans()[pi];
+            (plan.name_str().to_string(), plan.delegate_list().len())
+        };
+        if n > 0 {
+            lifecycle::check_injection(opts, &loaded, &name, n, false, r);
+        }
+        let sample = [opts.inject_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((pi as u64) << 1)];
+        let done = super::negative::check(&mut loaded, pi, &rig, Some(&sample), &name, r);
+        r.negative += done;
+    }
     for (name, (ours, theirs)) in eager(case) {
         let (Ok(ours), Ok(theirs)) = (ours, theirs) else {
             r.fail(Invariant::I6, format!("{name}: the eager interpreter fails"));

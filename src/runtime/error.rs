@@ -108,6 +108,16 @@ pub enum CheckError {
 }
 
 impl CheckError {
+    /// What the runtime here lacks that this failure names (`kernel:NAME`), when it is not a rule
+    /// the program breaks but a kernel this runtime does not have (ExecuTorch reports both as
+    /// OperatorMissing; a program using a kernel ExecuTorch has is valid).
+    pub fn unsupported_here(&self) -> Option<String> {
+        match self {
+            CheckError::UnknownOperator { name, .. } => Some(format!("kernel:{name}")),
+            _ => None,
+        }
+    }
+
     /// The ExecuTorch error code this violation maps to.
     pub fn code(&self) -> ErrorCode {
         match self {
@@ -228,6 +238,16 @@ pub enum RuntimeError {
 }
 
 impl RuntimeError {
+    /// What the runtime here lacks that this failure names (`kernel:NAME`, `backend:ID`): a
+    /// valid program this runtime cannot run, not one that breaks a rule.
+    pub fn unsupported_here(&self) -> Option<String> {
+        match self {
+            RuntimeError::Check(c) => c.unsupported_here(),
+            RuntimeError::BackendNotAvailable { backend, .. } => Some(format!("backend:{backend}")),
+            _ => None,
+        }
+    }
+
     /// The ExecuTorch code of this error.
     pub fn code(&self) -> ErrorCode {
         match self {
