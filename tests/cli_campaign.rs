@@ -312,3 +312,22 @@ fn a_case_that_runs_past_the_case_timeout_is_reported_hung_with_its_replay_comma
     let out = bin().args(["campaign", "--cases", "20", "--no-swarm", "--jobs", "1"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_timeout_is_taken_from_a_millisecond_to_a_day_and_refused_just_past_either_edge() {
+    use ptecheck::campaign::options::{MAX_WAIT_SECS, parse_seconds};
+    assert_eq!(parse_seconds("0.001").map(|d| d.as_secs_f64()), Ok(0.001));
+    assert_eq!(parse_seconds("86400").map(|d| d.as_secs()), Ok(86_400));
+    assert_eq!(MAX_WAIT_SECS, 86_400.0);
+    for bad in ["0.0009", "86400.001", "0", "-1", "inf", "NaN", "ten"] {
+        assert!(parse_seconds(bad).is_err(), "{bad} taken");
+    }
+    // Through the command line too: the edge is taken (the runner then fails to start: exit 2
+    // naming the runner, not the flag).
+    let out = bin()
+        .args(["campaign", "--runner", "exit 3", "--runner-timeout", "86400", "--cases", "1"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("gave no hello") && !err.contains("--runner-timeout"), "{err}");
+}

@@ -256,3 +256,56 @@ fn the_how_to_add_an_operator_list_names_every_file_that_enumerates_the_operator
         assert!(!paths_in_section(&arch, section).is_empty(), "{section} names no file");
     }
 }
+
+/// The `(`path/file.rs`, `name`, `name`…)` citations of `text`, a paragraph broken over lines
+/// included: (line, file, name) for each name.
+fn cited_tests(text: &str) -> Vec<(usize, String, String)> {
+    let mut out = vec![];
+    let mut at = 0;
+    while let Some(i) = text[at..].find("(`") {
+        let start = at + i + 2;
+        at = start;
+        let Some(end) = text[start..].find('`') else { break };
+        let file = &text[start..start + end];
+        if !file.ends_with(".rs") || !file.contains('/') || file.contains(' ') {
+            continue;
+        }
+        let line = text[..start].matches('\n').count() + 1;
+        let mut rest = &text[start + end + 1..];
+        loop {
+            let after_comma = rest.trim_start();
+            let Some(r) = after_comma.strip_prefix(',') else { break };
+            let Some(r) = r.trim_start().strip_prefix('`') else { break };
+            let Some(close) = r.find('`') else { break };
+            let name = &r[..close];
+            if !name.contains('_') || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+                break;
+            }
+            out.push((line, file.to_string(), name.to_string()));
+            rest = &r[close + 1..];
+        }
+    }
+    out
+}
+
+#[test]
+fn every_test_a_document_cites_beside_its_file_is_in_that_file() {
+    let mut wrong = vec![];
+    let mut seen = 0;
+    for (doc, text) in documents() {
+        for (line, file, name) in cited_tests(&text) {
+            seen += 1;
+            let path = root().join(&file);
+            if !path.exists() {
+                wrong.push(format!("{doc}:{line}: {file} does not exist"));
+            } else if !defines(&read(&path), &name) {
+                wrong.push(format!("{doc}:{line}: {file} has no fn {name}"));
+            }
+        }
+    }
+    assert!(seen >= 5, "{seen} citations found");
+    assert!(wrong.is_empty(), "citations of tests that are not there:\n{}", wrong.join("\n"));
+    // The form is read across a line break and through a list of names.
+    let cites = cited_tests("x (`tests/a.rs`, `one_test`,\n  `two_test`) and (`tests/b.rs`, `Not_a_test`)");
+    assert_eq!(cites, [(1, "tests/a.rs".into(), "one_test".into()), (1, "tests/a.rs".into(), "two_test".into())]);
+}
