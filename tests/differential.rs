@@ -690,3 +690,14 @@ fn a_reply_that_is_not_utf8_or_both_outputs_and_error_is_garbage() {
         }
     }
 }
+
+#[test]
+fn a_runner_lacking_a_kernel_or_backend_does_not_call_the_program_invalid() {
+    use ptecheck::campaign::differential::refusal_class;
+    use ptecheck::runner::Stage;
+    assert_eq!(refusal_class(Stage::LoadMethod, Some(0x14)), "not_supported:LoadMethod");
+    assert_eq!(refusal_class(Stage::LoadMethod, Some(0x20)), "not_supported:LoadMethod");
+    assert_eq!(refusal_class(Stage::LoadMethod, Some(0x23)), "LoadMethod");
+    assert_eq!(refusal_class(Stage::LoadMethod, None), "LoadMethod");
+    assert_eq!(refusal_class(Stage::Execute, Some(0x14)), "Execute");
+}

@@ -78,7 +78,9 @@ pub struct DiffReport {
     pub mismatch: u64,
     /// Delegate calls the runner executed in methods that returned outputs, by backend.
     pub delegate_calls: BTreeMap<String, u64>,
-    /// Valid programs the runner refused (typed errors), by stage.
+    /// Valid programs the runner refused (typed errors), by stage; `not_supported:STAGE` for a
+    /// kernel or backend the runner lacks (OperatorMissing, NotFound at load_method), apart from
+    /// a refusal that calls the program invalid.
     pub refused: BTreeMap<String, u64>,
     /// Requests that crashed the runner.
     pub crashes: u64,

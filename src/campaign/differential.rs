@@ -153,6 +153,15 @@ fn verdict(run: &Run, got: &[HostValue]) -> Verdict {
     verdict_of(&encode_all(&run.outputs), &run.bounds, got)
 }
 
+/// How a runner's refusal of a valid program is counted: `not_supported:STAGE` when it lacks a
+/// kernel or backend the program uses (OperatorMissing or NotFound at load_method), else the
+/// stage (the runner calls the program invalid).
+pub fn refusal_class(stage: Stage, code: Option<u32>) -> String {
+    let lacks = stage == Stage::LoadMethod
+        && code.is_some_and(|c| c == ErrorCode::OperatorMissing as u32 || c == ErrorCode::NotFound as u32);
+    if lacks { format!("not_supported:{stage:?}") } else { format!("{stage:?}") }
+}
+
 /// Whether the case mismatches in the runner (for shrinking).
 fn mismatches(g: Generated, dir: &Path, runner: &mut Runner) -> bool {
     let Ok(p) = prepare(g, dir, "shrink") else { return false };
@@ -435,8 +444,8 @@ pub fn run(opts: &DiffOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Diff
                         }
                     }
                 }
-                Outcome::Reply(Reply::Error { stage, message, .. }) => {
-                    *report.refused.entry(format!("{stage:?}")).or_default() += 1;
+                Outcome::Reply(Reply::Error { stage, message, code }) => {
+                    *report.refused.entry(refusal_class(*stage, *code)).or_default() += 1;
                     if report.refusals.len() < 20 {
                         report.refusals.push(format!("case {case} {name} shared={shared}: {stage:?}: {message}"));
                     }
