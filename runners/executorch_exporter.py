@@ -133,7 +133,7 @@ PROTOCOL = 1
 NAME = "executorch-exir"
 STAGES = ("build", "export", "lower", "emit", "eager")
 
-# What works through ExecuTorch 1.5.1's pipeline (measured: /work/notes/exporter-findings.md).
+# What works through ExecuTorch 1.5.1's pipeline (measured; runners/README.md says what is announced and why).
 # while_loop is refused by the emitter ("Unsupported control flow operator: while_loop").
 CONTROL_FLOW = ["cond", "map", "scan"]
 OPERATORS = ["add", "sub", "mul", "div", "relu", "sin", "cos", "linear", "addmm", "mm",

@@ -41,6 +41,8 @@ def _export_inlined(program, inputs):
 
 
 def _compare(label, eager, ran, wrong, name):
+    if len(eager) != len(ran):
+        wrong.append("method %s: %s gives %d outputs, torch's eager run %d" % (name, label, len(ran), len(eager)))
     for i, (want_o, got_o) in enumerate(zip(eager, ran)):
         same = _same(want_o, got_o)
         show = lambda o, w: _json.dumps(encode_value(o, w)["values"] if hasattr(o, "shape") else encode_value(o, w))
@@ -51,8 +53,9 @@ def _compare(label, eager, ran, wrong, name):
 
 
 def _same(a, b):
-    """Equal as ptecheck compares outputs from another framework: NaN equals NaN, the sign of a
-    zero is not compared, floats within the tolerance given."""
+    """Equal as a reader compares outputs from two frameworks: NaN equals NaN, the sign of a zero
+    is not compared, floats within 1e-5 relative (a flat allowance; ptecheck's own verdict, with
+    its tolerance model, is in the folder's failures.txt)."""
     ea, eb = encode_value(a, "a"), encode_value(b, "b")
     if ea.get("kind") != eb.get("kind") or ea.get("shape") != eb.get("shape") or ea.get("dtype") != eb.get("dtype"):
         return False

@@ -37,6 +37,40 @@ pub trait Protocol {
     fn parse_reply(line: &str) -> Result<(u64, Self::Reply), Garbage>;
 }
 
+/// Declares a protocol over `child`: a unit type with the role, message types and readers of a
+/// protocol whose requests have `to_line` and `id`, and whose replies have `parse`.
+macro_rules! protocol {
+    ($(#[$doc:meta])* $name:ident: $role:literal, $hello:ty, $request:ty, $reply:ty, $unwritable:ty, $parse_hello:path) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl $crate::child::Protocol for $name {
+            const ROLE: &'static str = $role;
+            type Hello = $hello;
+            type Request = $request;
+            type Reply = $reply;
+            type Unwritable = $unwritable;
+
+            fn parse_hello(line: &str) -> Result<$hello, $crate::child::Garbage> {
+                $parse_hello(line)
+            }
+
+            fn request_line(r: &$request) -> Result<String, $unwritable> {
+                r.to_line()
+            }
+
+            fn request_id(r: &$request) -> u64 {
+                r.id
+            }
+
+            fn parse_reply(line: &str) -> Result<(u64, $reply), $crate::child::Garbage> {
+                <$reply>::parse(line)
+            }
+        }
+    };
+}
+pub(crate) use protocol;
+
 /// A message with a one-word class for reports (`ok`, `error`, …).
 pub trait Classed {
     /// The class.

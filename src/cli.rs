@@ -162,8 +162,9 @@ pub struct CampaignArgs {
     pub jobs: usize,
     /// Run as N shard processes of this program, one job each, and merge their reports (each
     /// stops at its own first failure unless --keep-going). Processes give memory back without
-    /// slowing each other, as threads of the `flat-memory` build do not.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=campaign::processes::MAX_PROCESSES), conflicts_with_all = ["jobs", "shard", "case", "save_failures"])]
+    /// slowing each other, as threads of the `flat-memory` build do not. `--processes` alone:
+    /// one per core.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "0", value_parser = clap::value_parser!(u64).range(0..=campaign::processes::MAX_PROCESSES), conflicts_with_all = ["jobs", "shard", "case", "save_failures"])]
     pub processes: Option<u64>,
     /// Write the first failure (shrunk) as a reproducer folder, and the list of failing
     /// cases, into DIR.

@@ -321,6 +321,11 @@ fn bar(enabled: bool) -> indicatif::ProgressBar {
     b
 }
 
+/// `--processes N`, with 0 standing for one per core.
+fn process_count(n: u64) -> u64 {
+    if n == 0 { campaign::effective_jobs(0) as u64 } else { n }
+}
+
 fn campaign(a: CampaignArgs) -> CmdResult {
     use ptecheck::campaign::{Progress, run_watched};
     let opts = CampaignOptions {
@@ -344,7 +349,7 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         let work = std::env::temp_dir().join(format!("ptecheck-recorded-{}", std::process::id()));
         let r = campaign::export::replay_record(dir, runner.as_mut().map(|r| (r, work.as_path())));
         let _ = std::fs::remove_dir_all(&work);
-        let r = r.map_err(Rejected)?;
+        let r = r?;
         print(&r, a.json, || serde_json::to_value(&r).unwrap_or_default());
         return Ok(r.exit());
     }
@@ -352,7 +357,7 @@ fn campaign(a: CampaignArgs) -> CmdResult {
         if a.runner.is_some() {
             return Err(Rejected("--processes goes with --runner only in an exporter campaign (--exporter)".into()));
         }
-        return campaign_processes(&a, &opts, n);
+        return campaign_processes(&a, &opts, process_count(n));
     }
     let bar = bar(!a.json && std::io::stderr().is_terminal());
     if let Some(cmd) = &a.exporter {
@@ -469,7 +474,7 @@ fn export_campaign(a: &CampaignArgs, cmd: &str, campaign: CampaignOptions, bar: 
         max_reproducers: 5,
         examples: a.examples,
     };
-    if let Some(n) = processes {
+    if let Some(n) = processes.map(process_count) {
         let program = std::env::current_exe().map_err(|e| Rejected(format!("own path: {e}")))?;
         let args = ptecheck::campaign::export::child_args(&opts);
         let r: ptecheck::campaign::export_report::ExportReport =
@@ -522,6 +527,7 @@ fn diff(a: DiffArgs) -> CmdResult {
 fn exporter(a: ExporterArgs) -> CmdResult {
     use ptecheck::child::Chaos;
     let chaos = a.chaos.as_deref().map(Chaos::parse).transpose().map_err(|e| Rejected(e.to_string()))?;
+    ptecheck::exporter::server::emit_options(a.rules, a.fault).map_err(Rejected)?;
     let stdin = std::io::stdin();
     ptecheck::exporter::server::serve(stdin.lock(), std::io::stdout().lock(), a.rules, a.fault, chaos)?;
     Ok(Exit::Ok)

@@ -252,7 +252,7 @@ fn the_how_to_add_an_operator_list_names_every_file_that_enumerates_the_operator
     assert!(enumerating.iter().any(|f| f == "src/ir/op.rs"), "{enumerating:?}");
     let missing: Vec<&String> = enumerating.iter().filter(|f| !listed.contains(f)).collect();
     assert!(missing.is_empty(), "ARCHITECTURE.md, How to add an operator, does not name {missing:?}");
-    for section in ["### An operator", "### An invariant", "### A backend", "### A runner"] {
+    for section in ["### An operator", "### An invariant", "### A backend", "### A runner", "### An exporter"] {
         assert!(!paths_in_section(&arch, section).is_empty(), "{section} names no file");
     }
 }

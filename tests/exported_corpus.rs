@@ -67,7 +67,19 @@ fn every_example_executorch_emitted_passes_every_check_but_the_known_findings() 
     check_part("examples", 7);
 }
 
-/// One line per delegate count, blob count and init count, of both emitters' programs.
+/// Backend inits the reference runtime makes loading every method of `bytes` together.
+fn inits(bytes: &[u8]) -> usize {
+    let loaded = format::load(bytes).expect("loads");
+    let rt = ptecheck::backends::default_runtime();
+    let session = ptecheck::runtime::Session::new(&loaded, &rt);
+    let methods: Vec<_> = session.method_names().iter().map(|m| session.load(m).expect("loads")).collect();
+    let n = session.trace().summary().inits;
+    drop(methods);
+    n
+}
+
+/// Both emitters' programs of example `name`: delegates and call sites per method, distinct
+/// blobs, and the backend inits loading every method makes.
 fn side_by_side(name: &str, theirs: &Path) -> String {
     let program = ptecheck::generator::examples::example(name).expect("an example");
     let ours = emit(&program, &EmitOptions::following(Rules::OPT_IN)).expect("emits").to_bytes().expect("writes");
@@ -80,7 +92,7 @@ fn side_by_side(name: &str, theirs: &Path) -> String {
             .iter()
             .map(|(m, p)| format!("{m}: {} delegates, calls {:?}", p.delegates.len(), p.calls))
             .collect();
-        format!("{}; {} blobs", delegates.join("; "), shape.blobs)
+        format!("{}; {} blobs; {} inits", delegates.join("; "), shape.blobs, inits(bytes))
     };
     format!("{name}\n  reference (opt-in): {}\n  executorch 1.5.1:   {}\n", row(&ours), row(&theirs))
 }
@@ -111,4 +123,37 @@ fn what_executorch_emitted_for_each_example_is_snapshotted_beside_the_reference_
     insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!("examples_reference_vs_executorch_1.5.1", table);
     });
+}
+
+#[test]
+fn a_recorded_case_that_cannot_be_read_is_an_outcome_naming_its_file_and_the_rest_are_checked() {
+    let temp = tempfile::tempdir().expect("temporary directory");
+    let dir = temp.path().join("rec");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let src = emitted("examples");
+    for e in std::fs::read_dir(&src).expect("examples") {
+        let p = e.expect("entry").path();
+        let to = dir.join(p.file_name().expect("name"));
+        if p.is_dir() {
+            std::fs::create_dir_all(&to).expect("dir");
+            for f in std::fs::read_dir(&p).expect("case") {
+                let f = f.expect("file").path();
+                std::fs::copy(&f, to.join(f.file_name().expect("name"))).expect("copy");
+            }
+        } else {
+            std::fs::copy(&p, &to).expect("copy");
+        }
+    }
+    std::fs::write(dir.join("example-denoise-loop/reply.json"), "{").expect("write");
+    std::fs::write(dir.join("example-map-delegate/inputs.json"), "[1]").expect("write");
+    let r = replay_record(&dir, None).expect("the recording reads");
+    assert_eq!(r.exporter_failures.get("unreadable_record"), Some(&2), "{:?}", r.exporter_failures);
+    let unreadable: Vec<&String> =
+        r.findings.iter().filter(|f| f.kind == "record:unreadable").flat_map(|f| &f.detail).collect();
+    assert!(unreadable.iter().any(|d| d.contains("example-denoise-loop/reply.json")), "{unreadable:?}");
+    assert!(unreadable.iter().any(|d| d.contains("example-map-delegate/inputs.json")), "{unreadable:?}");
+    assert_eq!(r.built, 6, "the other built examples are checked");
+    std::fs::remove_file(dir.join("hello.json")).expect("remove");
+    let e = replay_record(&dir, None).expect_err("no hello");
+    assert!(e.to_string().contains("hello.json"), "{e}");
 }

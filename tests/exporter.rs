@@ -67,6 +67,28 @@ fn caught(r: &ExportReport) -> (Vec<&str>, Option<PathBuf>) {
 }
 
 #[test]
+fn each_seeded_emitter_fault_is_caught_under_every_rules_preset_it_breaks() {
+    for (args, kind) in [
+        ("--rules executorch-1.5.1 --fault share-across-bodies", "I2"),
+        ("--rules executorch-1.5.1 --fault dedup-by-module", "I3"),
+        ("--rules opt-in --fault dedup-by-module", "I3"),
+        ("--rules opt-in-body --fault dedup-by-module", "I3"),
+    ] {
+        let (r, _t) = campaign(args, 300, "presets");
+        let (kinds, _) = caught(&r);
+        assert!(r.failures > 0 && kinds.iter().all(|k| *k == kind), "{args}: {kinds:?}");
+    }
+    // Under rules that already share across the method, sharing across bodies breaks nothing:
+    // the stand-in refuses to start so.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptecheck"))
+        .args(["exporter", "--rules", "opt-in", "--fault", "share-across-bodies"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("breaks nothing"));
+}
+
+#[test]
 fn sharing_across_control_flow_bodies_is_caught_by_the_delegate_count_with_a_python_reproducer() {
     let (r, _t) = campaign("--rules opt-in-body --fault share-across-bodies", 300, "bodies");
     let (kinds, folder) = caught(&r);

@@ -176,6 +176,9 @@ pub fn child_args(opts: &ExportOptions) -> Vec<String> {
     if let Some(d) = &opts.record {
         args.extend(["--record".to_string(), d.display().to_string()]);
     }
+    if opts.examples {
+        args.push("--examples".into());
+    }
     args
 }
 
@@ -213,6 +216,38 @@ pub fn emitter_differences(g: &Generated, rules: &Rules, e: &Exported) -> (Vec<S
     let dropped = e.delegates.values().flatten().filter(|d| d.is_none()).count();
     let (x, y) = crate::inspect::shape::common_sites(&shape(&a), &all, &shape(&b), &theirs);
     (crate::inspect::shape::diff(&x, &y), dropped)
+}
+
+/// The aspect a structural difference is about (`inputs`, `outputs`, `delegates`, `backend`,
+/// `compile specs`, `blob`, `call sites`, `kernels`, `blobs`), read off its line.
+fn aspect_of(difference: &str) -> &'static str {
+    const ASPECTS: [&str; 9] = [
+        "inputs",
+        "outputs",
+        "delegates vs",
+        "backend",
+        "compile specs",
+        "blob",
+        "call sites",
+        "kernels",
+        "distinct blobs",
+    ];
+    ASPECTS.into_iter().find(|a| difference.contains(a)).unwrap_or("other")
+}
+
+/// Counts one program's structural differences from the reference emitter's (`what`: where it
+/// is, for the first few listed).
+fn count_differences(report: &mut ExportReport, what: &str, differences: &[String]) {
+    if differences.is_empty() {
+        return;
+    }
+    report.emitter_differences += 1;
+    for d in differences {
+        *report.differences_by_aspect.entry(aspect_of(d).to_string()).or_default() += 1;
+    }
+    if report.difference_examples.len() < LISTED_PER_STAGE {
+        report.difference_examples.push(format!("{what}: {}", differences.join("; ")));
+    }
 }
 
 /// What one case came to.
@@ -474,7 +509,7 @@ pub fn run(opts: &ExportOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Ex
         write(&dir.join("hello.json"), serde_json::to_string_pretty(&hello).unwrap_or_default().as_bytes());
     }
     let indices: Vec<u64> = match (opts.examples, c.only_case) {
-        (true, _) => (0..EXAMPLES.len() as u64).collect(),
+        (true, _) => (0..EXAMPLES.len() as u64).filter(|k| k % shards == shard).collect(),
         (false, Some(k)) => vec![k],
         (false, None) => (0..c.cases).filter(|k| k % shards == shard).collect(),
     };
@@ -539,17 +574,7 @@ pub fn run(opts: &ExportOptions, on_case: &mut dyn FnMut(u64, u64)) -> Result<Ex
                 tally(&mut report, &v);
                 let (differences, dropped) = emitter_differences(&g, &rules, &e);
                 report.sites_dropped += dropped as u64;
-                if !differences.is_empty() {
-                    report.emitter_differences += 1;
-                    for d in &differences {
-                        let aspect =
-                            d.split(": ").nth(1).unwrap_or(d).split_whitespace().next().unwrap_or("").to_string();
-                        *report.differences_by_aspect.entry(aspect).or_default() += 1;
-                    }
-                    if report.difference_examples.len() < LISTED_PER_STAGE {
-                        report.difference_examples.push(format!("case {case}: {}", differences.join("; ")));
-                    }
-                }
+                count_differences(&mut report, &format!("case {case}"), &differences);
                 let Some(kind) = first_kind(&v, &runner_failures) else { continue };
                 report.failures += 1;
                 let mut detail: Vec<String> =
@@ -643,11 +668,12 @@ fn shrunk(
 /// Checks every case recorded in `dir` (`--record`) again, as the campaign that recorded it did,
 /// without the exporter (and with `runner`, in the runner too, its files written under
 /// `workdir`): the same report, read from the files.
-pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Result<ExportReport, String> {
+pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Result<ExportReport, RecordError> {
     let start = Instant::now();
-    let text =
-        std::fs::read_to_string(dir.join("hello.json")).map_err(|e| format!("{}/hello.json: {e}", dir.display()))?;
-    let hello: Hello = serde_json::from_str(&text).map_err(|e| format!("{}/hello.json: {e}", dir.display()))?;
+    let bad = |path: PathBuf, what: String| RecordError { path, what };
+    let hello_path = dir.join("hello.json");
+    let text = std::fs::read_to_string(&hello_path).map_err(|e| bad(hello_path.clone(), e.to_string()))?;
+    let hello: Hello = serde_json::from_str(&text).map_err(|e| bad(hello_path.clone(), e.to_string()))?;
     let mut report = ExportReport {
         exporter: serde_json::to_value(&hello).unwrap_or_default(),
         not_runnable_here: not_runnable_here(&hello),
@@ -657,10 +683,10 @@ pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Re
         ..Default::default()
     };
     if let Some((_, work)) = &runner {
-        std::fs::create_dir_all(work).map_err(|e| format!("{}: {e}", work.display()))?;
+        std::fs::create_dir_all(work).map_err(|e| bad(work.to_path_buf(), e.to_string()))?;
     }
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|e| bad(dir.to_path_buf(), e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
         .collect();
@@ -668,7 +694,10 @@ pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Re
     for (i, case) in cases.iter().enumerate() {
         report.cases += 1;
         if let Ok(failed) = std::fs::read_to_string(case.join("failed.json")) {
-            let v: Value = serde_json::from_str(&failed).map_err(|e| format!("{}/failed.json: {e}", case.display()))?;
+            let Ok(v) = serde_json::from_str::<Value>(&failed) else {
+                unreadable(&mut report, i, bad(case.join("failed.json"), "not JSON".into()));
+                continue;
+            };
             let stage = v["stage"].as_str().unwrap_or("?").to_string();
             *report.failed_by_stage.entry(stage.clone()).or_default() += 1;
             let listed = report.stage_messages.entry(stage).or_default();
@@ -677,17 +706,18 @@ pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Re
             }
             continue;
         }
-        let (g, e, v) = read_recorded(case, &hello.rules)?;
+        let (g, e, v) = match read_recorded(case, &hello.rules) {
+            Ok(x) => x,
+            Err(err) => {
+                unreadable(&mut report, i, err);
+                continue;
+            }
+        };
         report.built += 1;
         tally(&mut report, &v);
         let (differences, dropped) = emitter_differences(&g, &hello.rules, &e);
         report.sites_dropped += dropped as u64;
-        if !differences.is_empty() {
-            report.emitter_differences += 1;
-            if report.difference_examples.len() < LISTED_PER_STAGE {
-                report.difference_examples.push(format!("{}: {}", case.display(), differences.join("; ")));
-            }
-        }
+        count_differences(&mut report, &case.display().to_string(), &differences);
         let runner_failures = match runner.as_mut() {
             Some((r, work)) => in_runner(&g, &e.pte, work, r, &mut report.runner_outcomes),
             None => Vec::new(),
@@ -711,39 +741,69 @@ pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Re
     Ok(report)
 }
 
-/// A recorded case read back: the program, the exporter's reply, and what checking it again finds.
-pub fn check_recorded(dir: &Path, rules: &Rules) -> Result<(Generated, ExportedVerdict), String> {
-    read_recorded(dir, rules).map(|(g, _, v)| (g, v))
+/// Why a recorded case or the recording's hello cannot be read back: the file, and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {what}", path.display())]
+pub struct RecordError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub what: String,
+}
+
+/// Counts a recorded case that cannot be read back as a failure with its path.
+fn unreadable(report: &mut ExportReport, i: usize, e: RecordError) {
+    report.failures += 1;
+    *report.exporter_failures.entry("unreadable_record".into()).or_default() += 1;
+    let folder = e.path.parent().map(Path::to_path_buf);
+    report.findings.push(ExportFinding {
+        case: i as u64,
+        kind: "record:unreadable".into(),
+        detail: vec![e.to_string()],
+        reproducer: folder,
+        nodes: (0, None),
+    });
 }
 
 /// A recorded case read back, with the reply and its verdict.
-fn read_recorded(dir: &Path, rules: &Rules) -> Result<(Generated, Exported, ExportedVerdict), String> {
-    let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()));
-    let text = |name: &str| read(name).and_then(|b| String::from_utf8(b).map_err(|e| format!("{name}: {e}")));
-    let program = saved::load(&text("program.json")?).map_err(|e| format!("program.json: {e}"))?;
-    let inputs: BTreeMap<String, Value> =
-        serde_json::from_str(&text("inputs.json")?).map_err(|e| format!("inputs.json: {e}"))?;
-    let decode_list = |v: &Value, at: &str| -> Result<Vec<HostValue>, String> {
-        crate::runtime::io::list_from_json(v, at).map_err(|e| e.to_string())
+fn read_recorded(dir: &Path, rules: &Rules) -> Result<(Generated, Exported, ExportedVerdict), RecordError> {
+    let at = |name: &str| dir.join(name);
+    let bad = |name: &str, what: String| RecordError { path: at(name), what };
+    let read = |name: &str| std::fs::read(at(name)).map_err(|e| bad(name, e.to_string()));
+    let text = |name: &str| read(name).and_then(|b| String::from_utf8(b).map_err(|e| bad(name, e.to_string())));
+    let json = |name: &str| -> Result<Value, RecordError> {
+        serde_json::from_str(&text(name)?).map_err(|e| bad(name, e.to_string()))
+    };
+    let program = saved::load(&text("program.json")?).map_err(|e| bad("program.json", e.to_string()))?;
+    let inputs = json("inputs.json")?;
+    let inputs = inputs.as_object().ok_or_else(|| bad("inputs.json", "not an object of methods".into()))?;
+    let decode_list = |file: &str, v: &Value, at: &str| -> Result<Vec<HostValue>, RecordError> {
+        crate::runtime::io::list_from_json(v, at).map_err(|e| bad(file, e.to_string()))
     };
     let mut ir_inputs = BTreeMap::new();
-    for (m, v) in &inputs {
-        let host = decode_list(v, &format!("inputs.json.{m}"))?;
+    for (m, v) in inputs {
+        let host = decode_list("inputs.json", v, &format!("$.{m}"))?;
         let vals = host.iter().map(crate::oracle::values::decode).collect::<Option<Vec<_>>>();
-        ir_inputs.insert(m.clone(), vals.ok_or_else(|| format!("inputs.json.{m}: a value the IR has no form of"))?);
+        ir_inputs.insert(
+            m.clone(),
+            vals.ok_or_else(|| bad("inputs.json", format!("$.{m}: a value the IR has no form of")))?,
+        );
     }
-    let reply: Value = serde_json::from_str(&text("reply.json")?).map_err(|e| format!("reply.json: {e}"))?;
+    let reply = json("reply.json")?;
     let eager: BTreeMap<String, Vec<HostValue>> = reply["eager"]
         .as_object()
-        .ok_or("reply.json: no `eager`")?
+        .ok_or_else(|| bad("reply.json", "no `eager` object".into()))?
         .iter()
-        .map(|(m, v)| decode_list(v, &format!("reply.json.eager.{m}")).map(|l| (m.clone(), l)))
+        .map(|(m, v)| decode_list("reply.json", v, &format!("$.eager.{m}")).map(|l| (m.clone(), l)))
         .collect::<Result<_, _>>()?;
-    let sites: BTreeMap<String, Vec<Option<usize>>> =
-        serde_json::from_value(reply["delegates"].clone()).map_err(|e| format!("reply.json.delegates: {e}"))?;
-    let seconds: BTreeMap<String, f64> = serde_json::from_value(reply["seconds"].clone()).unwrap_or_default();
+    let sites: BTreeMap<String, Vec<Option<usize>>> = serde_json::from_value(reply["delegates"].clone())
+        .map_err(|e| bad("reply.json", format!("$.delegates: {e}")))?;
+    let seconds: BTreeMap<String, f64> = match &reply["seconds"] {
+        Value::Null => BTreeMap::new(),
+        v => serde_json::from_value(v.clone()).map_err(|e| bad("reply.json", format!("$.seconds: {e}")))?,
+    };
     let pte = read("exported.pte")?;
-    let ptd = read("exported.ptd").ok();
+    let ptd = at("exported.ptd").is_file().then(|| read("exported.ptd")).transpose()?;
     let g = Generated { program, inputs: ir_inputs, run: Default::default(), features: Default::default() };
     let v = check_exported(&g, rules, &pte, &sites, &eager, &CheckOptions::default());
     Ok((g, Exported { pte, ptd, eager, delegates: sites, seconds }, v))

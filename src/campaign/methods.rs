@@ -95,7 +95,8 @@ impl fmt::Display for CheckReport {
             writeln!(f, "{} violation(s)", self.broken.len())?;
         }
         if !self.unsupported.is_empty() {
-            writeln!(f, "valid, but not supported here: {}", self.unsupported.join(", "))?;
+            let what = if self.broken.is_empty() { "valid, but not supported here" } else { "also not supported here" };
+            writeln!(f, "{what}: {}", self.unsupported.join(", "))?;
         }
         if self.broken.is_empty() && self.unsupported.is_empty() {
             writeln!(

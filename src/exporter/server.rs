@@ -76,15 +76,29 @@ pub fn hello(rules: Rules) -> Hello {
     }
 }
 
-/// The emitter options that follow `rules`, as `fault` breaks them.
-pub fn emit_options(rules: Rules, fault: Option<EmitterFault>) -> EmitOptions {
+/// The emitter options that follow `rules`, as `fault` breaks them: sharing across control-flow
+/// bodies shares every opted-in module's calls across the method (under rules that share none,
+/// or only within a body); deduplicating by module stores equal blobs of two modules twice. A
+/// fault the rules already allow breaks nothing and is refused.
+pub fn emit_options(rules: Rules, fault: Option<EmitterFault>) -> Result<EmitOptions, String> {
     let mut opts = EmitOptions::following(rules);
     match fault {
-        Some(EmitterFault::ShareAcrossBodies) => opts.scope = ShareScope::Method,
-        Some(EmitterFault::DedupByModule) => opts.dedup = BlobDedup::Module,
+        Some(EmitterFault::ShareAcrossBodies) => {
+            if rules.sharing == crate::emit::Sharing::OptIn && rules.sharing_scope == ShareScope::Method {
+                return Err("share-across-bodies breaks nothing under rules that share across the method".into());
+            }
+            opts.share = true;
+            opts.scope = ShareScope::Method;
+        }
+        Some(EmitterFault::DedupByModule) => {
+            if rules.blob_dedup == BlobDedup::Module {
+                return Err("dedup-by-module breaks nothing under rules that dedup by module".into());
+            }
+            opts.dedup = BlobDedup::Module;
+        }
         None => {}
     }
-    opts
+    Ok(opts)
 }
 
 fn failed(stage: ExportStage, message: impl Into<String>) -> Reply {
@@ -148,7 +162,7 @@ pub fn serve(
         eprintln!("chaos: exiting before the hello");
         std::process::exit(3);
     }
-    let opts = emit_options(rules, fault);
+    let opts = emit_options(rules, fault).map_err(std::io::Error::other)?;
     let refuse = |why: &str| super::protocol::error_line(None, ExportStage::Request, why);
     let mut answer_line = |line: &str| {
         let (id, reply) = match Request::parse(line) {

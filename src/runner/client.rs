@@ -3,34 +3,12 @@
 //! May not touch: the runtime, the backends, the oracle (it knows only the protocol).
 
 use super::protocol::{Hello, Reply, Request, parse_hello};
-use crate::child::{ChildConfig, ChildStats, Client, Garbage, Protocol};
+use crate::child::{ChildConfig, ChildStats, Client, protocol};
 use crate::runtime::io::IoError;
 
-/// The runner protocol (docs/runner-protocol.md).
-pub struct RunnerProtocol;
-
-impl Protocol for RunnerProtocol {
-    const ROLE: &'static str = "runner";
-    type Hello = Hello;
-    type Request = Request;
-    type Reply = Reply;
-    type Unwritable = IoError;
-
-    fn parse_hello(line: &str) -> Result<Hello, Garbage> {
-        parse_hello(line)
-    }
-
-    fn request_line(r: &Request) -> Result<String, IoError> {
-        r.to_line()
-    }
-
-    fn request_id(r: &Request) -> u64 {
-        r.id
-    }
-
-    fn parse_reply(line: &str) -> Result<(u64, Reply), Garbage> {
-        Reply::parse(line)
-    }
+protocol! {
+    /// The runner protocol (docs/runner-protocol.md).
+    RunnerProtocol: "runner", Hello, Request, Reply, IoError, parse_hello
 }
 
 /// A runner process and its hello.
