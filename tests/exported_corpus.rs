@@ -62,6 +62,19 @@ fn every_program_executorch_emitted_passes_every_check_but_the_known_findings() 
     check_part("generated", 200);
 }
 
+/// Also checks, through X5, that each `BackendWithCompilerDemo` delegate stores exactly the
+/// blob ptecheck's preprocess writes (DB3).
+#[test]
+fn every_compiler_demo_program_executorch_emitted_passes_every_check_and_keeps_its_blob() {
+    check_part("compiler-demo", 96);
+    let with_demo = std::fs::read_dir(emitted("compiler-demo"))
+        .expect("the folder")
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("program.json")).ok())
+        .filter(|text| text.contains("\"BackendWithCompilerDemo\""))
+        .count();
+    assert!(with_demo >= 40, "{with_demo} programs lower to BackendWithCompilerDemo");
+}
+
 #[test]
 fn every_example_executorch_emitted_passes_every_check_but_the_known_findings() {
     check_part("examples", 7);

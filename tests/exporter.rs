@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+use ptecheck::backends::compiler_demo;
 use ptecheck::campaign::CampaignOptions;
 use ptecheck::campaign::export::{ExportOptions, not_announced, restrict, run};
 use ptecheck::campaign::export_report::ExportReport;
@@ -165,6 +166,13 @@ fn the_generator_keeps_to_what_the_exporter_announced_and_to_what_torch_exports(
     for s in [Switch::WhileLoop, Switch::Scratch, Switch::Multifunction] {
         assert!(!kept.features.on(s), "{s:?}");
     }
+    // The compiler demo is off by default and on wherever the exporter lowers to it.
+    assert!(!cfg.features.on(Switch::CompilerDemo) && kept.features.on(Switch::CompilerDemo));
+    let mut without = hello.clone();
+    without.backends.retain(|b| b != compiler_demo::ID);
+    assert!(!restrict(&cfg, &without).features.on(Switch::CompilerDemo));
+    assert!(not_announced(&cfg, &without).iter().any(|m| m == "backend:BackendWithCompilerDemo"));
+    let mut chains = 0;
     let missing = not_announced(&cfg, &hello);
     for name in ["op:div", "backend:scratch", "backend:multifn", "feature:while_loop"] {
         assert!(missing.iter().any(|m| m == name), "{name} not reported: {missing:?}");
@@ -177,12 +185,18 @@ fn the_generator_keeps_to_what_the_exporter_announced_and_to_what_torch_exports(
         }
         for module in &g.program.modules {
             assert!(module.backend != "multifn" && module.backend != "scratch", "{}", module.backend);
+            if module.backend == compiler_demo::ID {
+                let ops = compiler_demo::chain(&module.graph).expect("a chain as the backend runs it");
+                assert_eq!(module.processed, compiler_demo::preprocess(&module.graph).unwrap(), "{ops:?}");
+                chains += 1;
+            }
             assert_exportable(&module.graph, false);
             let c = module.graph.constants.len();
             let inputs = c..c + module.graph.inputs.len();
             assert!(module.graph.outputs.iter().all(|o| !inputs.contains(o)), "a module passes an input through");
         }
     }
+    assert!(chains > 20, "{chains} compiler-demo modules in 400 cases");
 }
 
 /// No while loop, no div, and no body returning one of its inputs (or a view of one).

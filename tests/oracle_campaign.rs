@@ -6,14 +6,17 @@ use ptecheck::campaign::mutants::run_mutants;
 use ptecheck::campaign::{CampaignOptions, run};
 use ptecheck::fault::Fault;
 use ptecheck::generator::{Feature, Switch, feature_names};
+use strum::IntoEnumIterator;
 
 #[test]
 fn within_1000_cases_every_feature_appears_and_every_program_emits_loads_and_inits() {
     let r = run(&CampaignOptions { cases: 1000, seed: 0, stop_on_failure: false, ..CampaignOptions::default() });
     assert_eq!(r.cases, 1000);
     assert_eq!(r.failures, 0, "{:#?}", r.failure.as_ref().map(|f| (&f.failures, &f.program_text)));
-    // Every feature the default switches allow (while loops are off by default, E27).
-    let off = [Feature::While.name(), Feature::CallInWhile.name()];
+    // Every feature the default switches allow (while loops are off by default, E27, and so are
+    // compiler-demo modules, DB2).
+    let off: Vec<&str> = Feature::iter().filter(|f| !f.switch().default_on()).map(Feature::name).collect();
+    assert_eq!(off, ["call_in_while", "while", "compiler_demo_call"]);
     let missing: Vec<String> = feature_names()
         .into_iter()
         .filter(|f| !off.contains(&f.as_str()) && r.features.get(f).copied().unwrap_or(0) == 0)
@@ -27,14 +30,16 @@ fn within_1000_cases_every_feature_appears_and_every_program_emits_loads_and_ini
 }
 
 #[test]
-fn while_loops_are_generated_only_when_switched_on() {
+fn default_off_switches_generate_only_when_switched_on() {
     let off = run(&CampaignOptions { cases: 200, ..CampaignOptions::default() });
-    assert_eq!(off.features.get("while"), None);
-    let mut cfg = ptecheck::generator::GenConfig::default();
-    cfg.features.set(Switch::WhileLoop, true);
-    let on = run(&CampaignOptions { cases: 300, config: cfg, ..CampaignOptions::default() });
-    assert_eq!(on.failures, 0);
-    assert!(on.features.get("while").copied().unwrap_or(0) > 0);
+    for (switch, feature) in [(Switch::WhileLoop, "while"), (Switch::CompilerDemo, "compiler_demo_call")] {
+        assert_eq!(off.features.get(feature), None);
+        let mut cfg = ptecheck::generator::GenConfig::default();
+        cfg.features.set(switch, true);
+        let on = run(&CampaignOptions { cases: 300, config: cfg, ..CampaignOptions::default() });
+        assert_eq!(on.failures, 0, "{switch:?}: {:?}", on.failure.as_ref().map(|f| &f.failures));
+        assert!(on.features.get(feature).copied().unwrap_or(0) > 0, "{switch:?}");
+    }
 }
 
 #[test]

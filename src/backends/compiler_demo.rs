@@ -1,10 +1,14 @@
-//! Runtime side of ExecuTorch's `BackendWithCompilerDemo` test backend, so the real `demo_*`
-//! corpus files run. Blob (DB1): ASCII `<N>version:<V>#` then N entries
-//! `op:demo::<target>, numel:<K>, dtype:<dtype><debug_handle><H>#`. Semantics are our choice
-//! P13: the entries form a chain over the DelegateCall's inputs, in float32, with real
-//! sin / mm / add / linear (not the upstream toy series), and each `numel` is checked.
-//! May not touch: the IR and the emitter (it has a runtime side only), the loader.
+//! ExecuTorch's `BackendWithCompilerDemo` test backend: its runtime side, so the real `demo_*`
+//! corpus files run, and a preprocess that writes the blob ExecuTorch's own preprocess writes
+//! for a chain graph (DB3), so the generator can make modules of it. Blob (DB1): ASCII
+//! `<N>version:<V>#` then N entries `op:demo::<target>, numel:<K>, dtype:<dtype><debug_handle><H>#`.
+//! Semantics are our choice P13: the entries form a chain over the DelegateCall's inputs, in
+//! float32, with real sin / mm / add / linear (not the upstream toy series), and each `numel`
+//! is checked.
+//! May not touch: the emitter, the loader.
 
+use crate::ir::infer::{IrError, err, graph_types};
+use crate::ir::{Dtype, Graph, LoweredModule, Node, Op, ValueType};
 use crate::program::CompileSpec;
 use crate::runtime::frame::{OpError, OpResult, Spend};
 use crate::runtime::kernels::{broadcast_index, broadcast_shape};
@@ -28,7 +32,22 @@ pub enum DemoOp {
 }
 
 impl DemoOp {
-    fn operands(self) -> usize {
+    /// The IR operator it is, for the ops its preprocess lowers: ExecuTorch's edge dialect keeps
+    /// `sin`, `mm` and `add.Tensor`, and decomposes `linear` into ops the backend refuses.
+    pub const LOWERED: [(DemoOp, Op); 3] = [(DemoOp::Sin, Op::Sin), (DemoOp::Add, Op::Add), (DemoOp::Mm, Op::Mm)];
+
+    /// Its target as the blob names it.
+    pub fn target(self) -> &'static str {
+        match self {
+            DemoOp::Sin => "aten.sin.default",
+            DemoOp::Mm => "aten.mm.default",
+            DemoOp::Add => "aten.add.Tensor",
+            DemoOp::Linear => "aten.linear.default",
+        }
+    }
+
+    /// Operands of one entry.
+    pub fn operands(self) -> usize {
         match self {
             DemoOp::Sin => 1,
             DemoOp::Mm | DemoOp::Add => 2,
@@ -84,13 +103,10 @@ pub fn parse(blob: &[u8]) -> OpResult<Vec<DemoEntry>> {
                 ));
             }
         }
-        let op = match target {
-            Some("aten.sin.default") => DemoOp::Sin,
-            Some("aten.mm.default") => DemoOp::Mm,
-            Some("aten.add.Tensor") => DemoOp::Add,
-            Some("aten.linear.default") => DemoOp::Linear,
-            other => return Err(invalid(format!("entry {i}: unsupported op {other:?}"))),
-        };
+        let op = [DemoOp::Sin, DemoOp::Mm, DemoOp::Add, DemoOp::Linear]
+            .into_iter()
+            .find(|op| Some(op.target()) == target)
+            .ok_or_else(|| invalid(format!("entry {i}: unsupported op {target:?}")))?;
         let numel = numel.ok_or_else(|| invalid(format!("entry {i}: missing numel")))?;
         out.push(DemoEntry { op, numel });
     }
@@ -225,5 +241,148 @@ impl Backend for CompilerDemoBackend {
         let (shape, values) = run(entries, &inputs, frame.memory_limit, &|work, what| frame.spend(work, what))?;
         args.frame.resize(*out, &shape)?;
         args.frame.write_f64(*out, &values.iter().map(|v| *v as f64).collect::<Vec<_>>())
+    }
+}
+
+/// The blob ExecuTorch 1.5.1's `BackendWithCompilerDemo.preprocess` writes for `g` (DB3): one
+/// entry per node, debug handles numbered from 1 in node order. `g` must be a chain in the
+/// sense of P13 ([`chain`]), so that what the runtime side computes is what `g` computes.
+pub fn preprocess(g: &Graph) -> Result<Vec<u8>, IrError> {
+    let ops = chain(g)?;
+    let types = graph_types(g, &[], "graph")?;
+    let first = g.constants.len() + g.inputs.len();
+    let mut text = format!("{}version:0#", ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        let numel = match types.get(first + i) {
+            Some(ValueType::Tensor { shape, .. }) => shape.iter().product::<usize>(),
+            _ => return Err(err(&format!("graph.nodes[{i}]"), "result is not a tensor")),
+        };
+        text.push_str(&format!("op:demo::{}, numel:{numel}, dtype:torch.float32<debug_handle>{}#", op.target(), i + 1));
+    }
+    Ok(text.into_bytes())
+}
+
+/// The entries of `g` if it is a chain the runtime side computes as `g` does (P13): static
+/// float32 tensor inputs and no constants; nodes of [`DemoOp::LOWERED`] ops only; the first node
+/// takes the first inputs in order, each later one the previous result and then the next unused
+/// inputs; every input used once; one output, the last result.
+pub fn chain(g: &Graph) -> Result<Vec<DemoOp>, IrError> {
+    if !g.constants.is_empty() {
+        return Err(err("graph.constants", "a demo chain takes no constants"));
+    }
+    for (i, t) in g.inputs.iter().enumerate() {
+        if !matches!(t, ValueType::Tensor { dtype: Dtype::F32, dynamic: false, .. }) {
+            return Err(err(&format!("graph.inputs[{i}]"), "a demo chain takes static float32 tensors only"));
+        }
+    }
+    let n_in = g.inputs.len();
+    let mut next = 0usize;
+    let mut ops = Vec::with_capacity(g.nodes.len());
+    for (i, node) in g.nodes.iter().enumerate() {
+        let at = format!("graph.nodes[{i}]");
+        let Node::Op { op, args } = node else { return Err(err(&at, "a demo chain holds operators only")) };
+        let demo = DemoOp::LOWERED
+            .iter()
+            .find(|(_, o)| o == op)
+            .map(|(d, _)| *d)
+            .ok_or_else(|| err(&at, format!("{op:?} is not lowered by BackendWithCompilerDemo")))?;
+        let mut want = Vec::with_capacity(demo.operands());
+        if i > 0 {
+            want.push(n_in + i - 1);
+        }
+        while want.len() < demo.operands() {
+            want.push(next);
+            next += 1;
+        }
+        if *args != want {
+            return Err(err(&at, format!("operands {args:?}; the chain passes {want:?}")));
+        }
+        ops.push(demo);
+    }
+    if ops.is_empty() || next != n_in {
+        return Err(err("graph", format!("{} nodes use {next} of {n_in} inputs", ops.len())));
+    }
+    if g.outputs != [n_in + ops.len() - 1] {
+        return Err(err("graph.outputs", "a demo chain has one output, its last result"));
+    }
+    Ok(ops)
+}
+
+/// A lowered module of this backend: `g`'s blob ([`preprocess`]) with `compile_specs`. The
+/// backend opts in to sharing (SH12).
+pub fn lower(g: Graph, compile_specs: Vec<(String, Vec<u8>)>) -> Result<LoweredModule, IrError> {
+    let processed = preprocess(&g)?;
+    Ok(LoweredModule {
+        backend: ID.to_string(),
+        graph: g,
+        processed,
+        compile_specs: compile_specs.into_iter().map(|(k, v)| (k, crate::ir::HexBytes(v))).collect(),
+        share_handle_across_calls: true,
+        scratch_specs: vec![],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::build::GraphBuilder;
+
+    fn f32s(shape: &[usize]) -> ValueType {
+        ValueType::Tensor { dtype: Dtype::F32, shape: shape.to_vec(), dynamic: false }
+    }
+
+    /// sin(x0) + x1, then @ x2, over three [3, 3] inputs.
+    fn sin_add_mm() -> Graph {
+        let mut b = GraphBuilder::new(vec![], vec![f32s(&[3, 3]); 3]);
+        let s = b.op(Op::Sin, &[b.input(0)]);
+        let a = b.op(Op::Add, &[s, b.input(1)]);
+        let m = b.op(Op::Mm, &[a, b.input(2)]);
+        b.finish(&[m])
+    }
+
+    #[test]
+    fn preprocess_writes_executorchs_bytes() {
+        // ExecuTorch 1.5.1's preprocess of this graph (runners/exir_build.py, 2026-12-04).
+        let want = "3version:0#\
+            op:demo::aten.sin.default, numel:9, dtype:torch.float32<debug_handle>1#\
+            op:demo::aten.add.Tensor, numel:9, dtype:torch.float32<debug_handle>2#\
+            op:demo::aten.mm.default, numel:9, dtype:torch.float32<debug_handle>3#";
+        assert_eq!(String::from_utf8(preprocess(&sin_add_mm()).unwrap()).unwrap(), want);
+        let entries = parse(want.as_bytes()).unwrap();
+        assert_eq!(entries.iter().map(|e| e.op).collect::<Vec<_>>(), [DemoOp::Sin, DemoOp::Add, DemoOp::Mm]);
+    }
+
+    #[test]
+    fn chain_refuses_what_the_runtime_would_compute_otherwise() {
+        // Operands out of chain order: x1 + sin(x0) is the same sum, but x0 @ x1 is not x1 @ x0.
+        let mut b = GraphBuilder::new(vec![], vec![f32s(&[2, 2]); 2]);
+        let m = b.op(Op::Mm, &[b.input(1), b.input(0)]);
+        let e = chain(&b.finish(&[m])).unwrap_err();
+        assert_eq!(e.path, "graph.nodes[0]");
+        // An input left unused.
+        let mut b = GraphBuilder::new(vec![], vec![f32s(&[2, 2]); 2]);
+        let s = b.op(Op::Sin, &[b.input(0)]);
+        assert!(chain(&b.finish(&[s])).unwrap_err().detail.contains("use 1 of 2 inputs"));
+        // An op the edge dialect does not keep.
+        let mut b = GraphBuilder::new(vec![], vec![f32s(&[2, 2])]);
+        let r = b.op(Op::Relu, &[b.input(0)]);
+        assert!(chain(&b.finish(&[r])).unwrap_err().detail.contains("Relu"));
+    }
+
+    #[test]
+    fn lowered_chain_runs_as_its_graph_computes() {
+        let g = sin_add_mm();
+        let entries = parse(&preprocess(&g).unwrap()).unwrap();
+        let x: Vec<T> =
+            (0..3).map(|k| (vec![3, 3], (0..9).map(|i| (i * 3 + k) as f32 * 0.25 - 1.0).collect())).collect();
+        let (shape, got) = run(&entries, &x, 1 << 20, &|_, _| Ok(())).unwrap();
+        assert_eq!(shape, [3, 3]);
+        let a: Vec<f32> = x[0].1.iter().zip(&x[1].1).map(|(p, q)| p.sin() + q).collect();
+        for i in 0..3 {
+            for j in 0..3 {
+                let want: f32 = (0..3).map(|k| a[i * 3 + k] * x[2].1[k * 3 + j]).fold(0.0, |s, v| s + v);
+                assert_eq!(got[i * 3 + j], want, "element [{i}, {j}]");
+            }
+        }
     }
 }

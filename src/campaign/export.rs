@@ -72,6 +72,7 @@ fn generated_backends() -> Vec<&'static str> {
         Flavor::Scratch.id(),
         crate::backends::xnnpack::ID,
         crate::backends::multifn::ID,
+        crate::backends::compiler_demo::ID,
     ]
 }
 
@@ -110,6 +111,9 @@ pub fn restrict(cfg: &GenConfig, hello: &Hello) -> GenConfig {
             c.features.set(s, false);
         }
     }
+    // Off by default (ExecuTorch's runtime lacks it); on wherever an exporter lowers to it.
+    let demo = crate::backends::compiler_demo::ID;
+    c.features.set(Switch::CompilerDemo, c.allows_backend(demo));
     c
 }
 

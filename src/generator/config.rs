@@ -215,7 +215,7 @@ impl GenConfig {
             };
             drawn.set_limit(l, v);
         }
-        let mut features = self.features.and(&u.arbitrary::<Switches>().unwrap_or_default());
+        let mut features = self.features.draw(u);
         features.set(super::features::Switch::Calls, self.features.on(super::features::Switch::Calls));
         GenConfig { features, ..drawn }
     }

@@ -52,6 +52,10 @@ pub enum Switch {
     InlineBlobs,
     /// Modules of float32 ops lowered to XNNPACK blobs (`XnnpackBackend`).
     Xnnpack,
+    /// Chains of sin, add and mm lowered to ExecuTorch's `BackendWithCompilerDemo` (off by
+    /// default: ExecuTorch's runtime does not register it, DB2; an exporter campaign turns it on
+    /// when the exporter announces the backend).
+    CompilerDemo,
 }
 
 impl Switch {
@@ -62,9 +66,19 @@ impl Switch {
 
     /// Whether the default configuration turns it on.
     pub fn default_on(self) -> bool {
-        !matches!(self, Switch::WhileLoop)
+        !matches!(self, Switch::WhileLoop | Switch::CompilerDemo)
+    }
+
+    /// Whether a swarm draw takes a byte for it even when the base configuration has it off.
+    /// Switches declared after the byte stream was fixed take one only when on, so that a seed
+    /// or fuzz input recorded before keeps generating the same program.
+    fn always_drawn(self) -> bool {
+        (self as usize) < STABLE_SWITCHES
     }
 }
+
+/// How many switches (in declaration order) every swarm draw reads a byte for.
+const STABLE_SWITCHES: usize = Switch::CompilerDemo as usize;
 
 /// Which switches are on, one bit per switch in declaration order. Serialised as
 /// `{"name": bool}`; names left out keep their default, unknown names are rejected.
@@ -133,13 +147,14 @@ impl<'de> Deserialize<'de> for Switches {
     }
 }
 
-impl<'a> arbitrary::Arbitrary<'a> for Switches {
-    fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
+impl Switches {
+    /// A swarm draw: the switches of `self` each kept on or turned off by one byte of `u`.
+    pub fn draw(&self, u: &mut arbitrary::Unstructured<'_>) -> Switches {
         let mut w = Switches::none();
-        for s in Switch::iter() {
-            w.set(s, u.arbitrary::<bool>()?);
+        for s in Switch::iter().filter(|s| s.always_drawn() || self.on(*s)) {
+            w.set(s, u.arbitrary::<bool>().unwrap_or(true));
         }
-        Ok(w)
+        self.and(&w)
     }
 }
 
@@ -214,6 +229,8 @@ pub enum Feature {
     XnnpackCall,
     /// An XNNPACK module called at least twice in a method.
     XnnpackCalledTwice,
+    /// A call of a `BackendWithCompilerDemo` module.
+    CompilerDemoCall,
 }
 
 impl Feature {
@@ -243,6 +260,7 @@ impl Feature {
             MultifunctionShared | MultifunctionSeparate => Switch::Multifunction,
             InlineBlobs => Switch::InlineBlobs,
             XnnpackCall | XnnpackCalledTwice => Switch::Xnnpack,
+            CompilerDemoCall => Switch::CompilerDemo,
         }
     }
 }

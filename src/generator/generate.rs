@@ -26,7 +26,7 @@ use super::observe::observe;
 use super::recipes::{Check, FLOAT, FLOAT_SIDE, Form, INT, INT_SIDE, Recipe, SCALAR};
 use crate::backends::graph::{Flavor, lower};
 use crate::backends::multifn::{self, MULTIFUNCTION_SPEC, MethodPartitions};
-use crate::backends::xnnpack;
+use crate::backends::{compiler_demo, xnnpack};
 use crate::fault::Fault;
 use crate::ir::build::GraphBuilder;
 use crate::ir::value::Val;
@@ -709,6 +709,8 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
     }
 
     fn module(&mut self) -> Option<(LoweredModule, ModuleInfo)> {
+        // `None` = an XNNPACK module (listed after the graph flavors, and the compiler demo
+        // last, so that configurations without it draw as they did before it existed).
         let mut flavors = vec![Some(Flavor::Demo)];
         if self.on(Switch::Argkeep) {
             flavors.push(Some(Flavor::ArgKeep));
@@ -717,11 +719,15 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
             flavors.push(Some(Flavor::Scratch));
         }
         flavors.retain(|f| f.is_some_and(|f| self.cfg.allows_backend(f.id())));
-        // `None` = an XNNPACK module.
         if self.on(Switch::Xnnpack) && self.cfg.allows_backend(xnnpack::ID) {
             flavors.push(None);
         }
-        let &flavor = flavors.get(self.pick(flavors.len()))?;
+        let demo_chain =
+            self.on(Switch::CompilerDemo) && self.cfg.allows_backend(compiler_demo::ID) && !self.demo_ops().is_empty();
+        let picked = self.pick(flavors.len() + usize::from(demo_chain));
+        let Some(&flavor) = flavors.get(picked) else {
+            return demo_chain.then(|| self.demo_chain());
+        };
         let input = if self.on(Switch::DynamicShapes) && self.chance(30) { Pool::D } else { Pool::S };
         let n_in = 1 + self.pick(2);
         let multi = self.chance(30);
@@ -771,6 +777,48 @@ impl<'c, 'u, 'a> Ctx<'c, 'u, 'a> {
         let extra_outputs = if m.graph.outputs.len() == 1 { 0 } else { extra_outputs };
         let input = if m.graph.inputs.first() == Some(&self.ty(Pool::D)) { Pool::D } else { Pool::S };
         Some((m, ModuleInfo { input, extra_outputs, partition: false }))
+    }
+
+    /// A `BackendWithCompilerDemo` module: a chain of one to three sin, add and mm nodes over
+    /// static S inputs, each input used once in order (P13); mm only when S is square.
+    fn demo_chain(&mut self) -> (LoweredModule, ModuleInfo) {
+        let allowed = self.demo_ops();
+        let n = 1 + self.pick(self.cfg.max_nodes.clamp(1, 3));
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            let k = self.pick(allowed.len());
+            ops.push(allowed[k].clone());
+        }
+        let unary = |op: &Op| matches!(op, Op::Sin);
+        let n_in = ops.iter().enumerate().map(|(i, op)| usize::from(!unary(op)) + usize::from(i == 0)).sum();
+        let mut b = GraphBuilder::new(vec![], vec![self.ty(Pool::S); n_in]);
+        let mut next = 0;
+        let mut prev = None;
+        for op in ops {
+            let mut args: Vec<Ref> = prev.into_iter().collect();
+            while args.len() < if unary(&op) { 1 } else { 2 } {
+                args.push(b.input(next));
+                next += 1;
+            }
+            prev = Some(b.op(op, &args));
+        }
+        let out = prev.unwrap_or_else(|| unreachable!("a chain has at least one node"));
+        self.spend(n);
+        let n_specs = self.pick(3);
+        let specs = (0..n_specs).map(|i| (format!("k{i}"), vec![self.pick(4) as u8])).collect();
+        let m = compiler_demo::lower(b.finish(&[out]), specs)
+            .unwrap_or_else(|e| unreachable!("a chain made as P13 reads it lowers: {e}"));
+        (m, ModuleInfo { input: Pool::S, extra_outputs: 0, partition: false })
+    }
+
+    /// The operators a demo chain may use here: those the backend lowers and the configuration
+    /// allows, mm only when S is square.
+    fn demo_ops(&self) -> Vec<Op> {
+        compiler_demo::DemoOp::LOWERED
+            .iter()
+            .map(|(_, op)| op.clone())
+            .filter(|op| self.can(op.kind()) && (*op != Op::Mm || self.r == self.c))
+            .collect()
     }
 
     /// A context for a sub-generation (module bodies) sharing the byte stream.
@@ -973,6 +1021,9 @@ pub fn generate_counted(cfg: &GenConfig, u: &mut Unstructured<'_>, fault: Option
             match ctx.modules[*m].backend.as_str() {
                 "scratch" => scratch_counts.push(*count),
                 "argkeep" => argkeep_counts.push(*count),
+                compiler_demo::ID => {
+                    ctx.features.insert(Feature::CompilerDemoCall);
+                }
                 xnnpack::ID => {
                     ctx.features.insert(Feature::XnnpackCall);
                     if *count >= 2 {

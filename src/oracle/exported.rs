@@ -375,10 +375,13 @@ fn r_check_len(r: &mut Report, name: &str, got: usize, want: usize) -> bool {
     got == want
 }
 
-/// Whether a backend's blob is the module's processed bytes as the saved program holds them
-/// (ptecheck's own backends; a real backend's preprocess makes its own).
+/// Whether a backend's blob is the module's processed bytes as the saved program holds them:
+/// ptecheck's own backends, and `BackendWithCompilerDemo`, whose preprocess ptecheck writes
+/// byte for byte (DB3). XNNPACK's preprocess makes its own.
 fn carries_processed(backend: &str) -> bool {
-    crate::backends::graph::Flavor::from_id(backend).is_some() || backend == crate::backends::multifn::ID
+    crate::backends::graph::Flavor::from_id(backend).is_some()
+        || backend == crate::backends::multifn::ID
+        || backend == crate::backends::compiler_demo::ID
 }
 
 /// Blobs deduplicated by bytes, program-wide: delegates with equal bytes name one stored blob,
