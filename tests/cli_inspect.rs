@@ -454,3 +454,37 @@ fn a_valid_file_using_what_the_runtime_lacks_is_unsupported_not_invalid() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("backend:QnnBackend"));
 }
+
+/// `ptecheck diff`: the reference emitter's denoise loop (one shared delegate) against what
+/// ExecuTorch 1.5.1 emitted (one per call) differs in delegates and in each site's delegate; the
+/// same example emitted without sharing has ExecuTorch's structure; a non-program is refused.
+#[test]
+fn diff_shows_how_two_emitters_structure_one_program() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let theirs = format!("{}/corpus/emitted/examples/example-denoise-loop/exported.pte", env!("CARGO_MANIFEST_DIR"));
+    let emit = |name: &str, extra: &[&str]| {
+        let path = dir.path().join(name).display().to_string();
+        let mut args = vec!["emit", "--example", "denoise-loop", "-o", &path];
+        args.extend(extra);
+        assert!(bin().args(&args).output().expect("runs").status.success());
+        path
+    };
+    let (shared, apart) = (emit("shared.pte", &[]), emit("apart.pte", &["--no-share"]));
+    let out = bin().args(["diff", &shared, &theirs]).output().expect("runs");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert_eq!(
+        s.lines().collect::<Vec<_>>(),
+        [
+            "plan forward: 1 delegates vs 10",
+            "plan forward: call sites name delegates [0, 0, 0, 0, 0, 0, 0, 0, 0, 0] vs [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+        ]
+    );
+    let out = bin().args(["diff", &apart, &theirs]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "same structure: 1 plan(s), 1 distinct blob(s)");
+    let readme = format!("{}/README.md", env!("CARGO_MANIFEST_DIR"));
+    let out = bin().args(["diff", &apart, &readme]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("README.md"));
+}
