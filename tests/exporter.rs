@@ -78,6 +78,10 @@ fn each_seeded_emitter_fault_is_caught_under_every_rules_preset_it_breaks() {
         let (r, _t) = campaign(args, 300, "presets");
         let (kinds, _) = caught(&r);
         assert!(r.failures > 0 && kinds.iter().all(|k| *k == kind), "{args}: {kinds:?}");
+        // The emitter differential sees the same fault as a structural difference.
+        let aspect = if kind == "I2" { "call sites" } else { "stored" };
+        assert!(r.emitter_differences > 0, "{args}");
+        assert!(r.differences_by_aspect.contains_key(aspect), "{args}: {:?}", r.differences_by_aspect);
     }
     // Under rules that already share across the method, sharing across bodies breaks nothing:
     // the stand-in refuses to start so.

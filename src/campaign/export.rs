@@ -225,16 +225,18 @@ pub fn emitter_differences(g: &Generated, rules: &Rules, e: &Exported) -> (Vec<S
 /// The aspect a structural difference is about (`inputs`, `outputs`, `delegates`, `backend`,
 /// `compile specs`, `blob`, `call sites`, `kernels`, `blobs`), read off its line.
 fn aspect_of(difference: &str) -> &'static str {
-    const ASPECTS: [&str; 9] = [
+    // Longer names first where one contains another.
+    const ASPECTS: [&str; 10] = [
         "inputs",
         "outputs",
         "delegates vs",
         "backend",
         "compile specs",
+        "distinct blobs",
+        "stored",
         "blob",
         "call sites",
         "kernels",
-        "distinct blobs",
     ];
     ASPECTS.into_iter().find(|a| difference.contains(a)).unwrap_or("other")
 }

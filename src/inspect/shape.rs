@@ -1,7 +1,8 @@
 //! The structure of a program with what legitimately differs between two emitters taken out:
 //! plans by name with the types of their inputs and outputs; delegates in order of first call,
 //! each with its backend, compile specs and blob (numbered program-wide by first use, so two
-//! programs compare by which delegates share a blob, not by bytes or segment numbers); each
+//! programs compare by which delegates share a blob, not by bytes or segment numbers, and
+//! which share one stored copy of it); each
 //! DelegateCall's delegate in chain order; and the kernels called, counted, without the copies
 //! ExecuTorch's pipeline inserts (`dim_order_ops::*`). Value order, operator order and value
 //! numbering are not part of it. `diff` lists how two shapes differ (`ptecheck diff`).
@@ -24,6 +25,9 @@ pub struct DelegateShape {
     pub specs: Vec<(String, String)>,
     /// Its blob's number, program-wide by first use (`None`: no blob).
     pub blob: Option<usize>,
+    /// Where its blob is stored (a segment or an inline entry), numbered program-wide by first
+    /// use: equal numbers, one stored copy.
+    pub stored: Option<usize>,
 }
 
 /// One plan's structure.
@@ -46,8 +50,10 @@ pub struct PlanShape {
 pub struct Shape {
     /// Plans by name.
     pub plans: BTreeMap<String, PlanShape>,
-    /// Distinct stored blobs.
+    /// Distinct blobs, by bytes.
     pub blobs: usize,
+    /// Stored blobs (segments and inline entries delegates name).
+    pub stored: usize,
 }
 
 fn type_text(plan: &crate::program::ExecutionPlan, v: i32) -> String {
@@ -71,6 +77,7 @@ fn spec_text(v: &[u8]) -> String {
 /// The shape of a loaded program.
 pub fn shape(loaded: &LoadedProgram<'_>) -> Shape {
     let mut blob_numbers: BTreeMap<&[u8], usize> = BTreeMap::new();
+    let mut stored_numbers: BTreeMap<(i8, u32), usize> = BTreeMap::new();
     let mut plans = BTreeMap::new();
     for (pi, plan) in loaded.program.plans().iter().enumerate() {
         let mut order: Vec<usize> = Vec::new();
@@ -109,6 +116,10 @@ pub fn shape(loaded: &LoadedProgram<'_>) -> Shape {
                     let next = blob_numbers.len();
                     *blob_numbers.entry(b).or_insert(next)
                 });
+                let stored = d.and_then(|d| d.processed).filter(|_| blob.is_some()).map(|p| {
+                    let next = stored_numbers.len();
+                    *stored_numbers.entry((p.location.0, p.index)).or_insert(next)
+                });
                 DelegateShape {
                     backend: d.and_then(|d| d.id.clone()).unwrap_or_else(|| format!("<delegate {di}?>")),
                     specs: d
@@ -123,6 +134,7 @@ pub fn shape(loaded: &LoadedProgram<'_>) -> Shape {
                         })
                         .unwrap_or_default(),
                     blob,
+                    stored,
                 }
             })
             .collect();
@@ -133,7 +145,7 @@ pub fn shape(loaded: &LoadedProgram<'_>) -> Shape {
             PlanShape { inputs: io(&plan.inputs), outputs: io(&plan.outputs), delegates, calls, kernels },
         );
     }
-    Shape { plans, blobs: blob_numbers.len() }
+    Shape { plans, blobs: blob_numbers.len(), stored: stored_numbers.len() }
 }
 
 /// How two shapes differ, a line each (`a` then `b`); empty when they are the same.
@@ -165,6 +177,11 @@ pub fn diff(a: &Shape, b: &Shape) -> Vec<String> {
                     "plan {name}: delegate {i}: blob {:?} vs {:?} (numbered by first use)",
                     d.blob, e.blob
                 ));
+            } else if d.stored != e.stored {
+                out.push(format!(
+                    "plan {name}: delegate {i}: stored copy {:?} vs {:?} (numbered by first use)",
+                    d.stored, e.stored
+                ));
             }
         }
         if x.calls != y.calls {
@@ -176,6 +193,9 @@ pub fn diff(a: &Shape, b: &Shape) -> Vec<String> {
     }
     if a.blobs != b.blobs {
         out.push(format!("{} distinct blobs vs {}", a.blobs, b.blobs));
+    }
+    if a.stored != b.stored {
+        out.push(format!("{} stored blobs vs {}", a.stored, b.stored));
     }
     out
 }
@@ -192,6 +212,7 @@ pub fn common_sites(
 ) -> (Shape, Shape) {
     let keep = |s: &Shape, mine: &BTreeMap<String, Vec<bool>>, other: &BTreeMap<String, Vec<bool>>| {
         let mut blobs: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut stored: BTreeMap<usize, usize> = BTreeMap::new();
         let plans = s
             .plans
             .iter()
@@ -224,6 +245,10 @@ pub fn common_sites(
                             let next = blobs.len();
                             *blobs.entry(b).or_insert(next)
                         }),
+                        stored: d.stored.map(|b| {
+                            let next = stored.len();
+                            *stored.entry(b).or_insert(next)
+                        }),
                         ..d.clone()
                     })
                     .collect();
@@ -238,7 +263,7 @@ pub fn common_sites(
                 (name.clone(), plan)
             })
             .collect();
-        Shape { plans, blobs: blobs.len() }
+        Shape { plans, blobs: blobs.len(), stored: stored.len() }
     };
     (keep(a, sites_a, sites_b), keep(b, sites_b, sites_a))
 }
