@@ -15,6 +15,7 @@ pub use pte::{format, program};
 
 pub mod allocator;
 pub mod backends;
+pub mod bounds;
 pub mod campaign;
 pub mod child;
 pub mod emit;

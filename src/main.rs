@@ -128,11 +128,12 @@ fn inspect(a: InspectArgs) -> CmdResult {
     } else {
         Form::Text
     };
+    let registered = ptecheck::backends::default_runtime().registry.ids();
     let mut status = Exit::Ok;
     for path in &files {
         let shown = path.display().to_string();
         let doc = read_input(path).map_err(|Rejected(e)| (e, None)).and_then(|bytes| {
-            document(&bytes, form, (files.len() > 1).then_some(shown.as_str()))
+            document(&bytes, form, (files.len() > 1).then_some(shown.as_str()), &registered)
                 .map_err(|(e, doc)| (format!("{e} ({shown})"), doc))
         });
         match doc {

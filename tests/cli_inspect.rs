@@ -77,7 +77,7 @@ fn a_folder_inspects_every_file_in_it_and_no_argument_is_a_usage_error() {
     let out = bin().args(["inspect", &dir]).output().expect("runs");
     assert!(out.status.success());
     let s = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(s.matches("== ").count(), 17, "{s}");
+    assert_eq!(s.matches("== ").count(), 21, "{s}");
     // An installed binary has no corpus to fall back on: FILE is required.
     let none = bin().arg("inspect").output().expect("runs");
     assert_eq!(none.status.code(), Some(2));
@@ -284,7 +284,8 @@ fn run_expect_reports_match_and_unavailable_backends() {
     let io = corpus("xnn_single_partition").replace(".pte", ".io.json");
     let unknown = bin().args(["run", path.to_str().expect("utf8"), "--expect", &io]).output().expect("runs");
     assert_eq!(unknown.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&unknown.stdout).contains("backend not available"));
+    let said = String::from_utf8_lossy(&unknown.stdout);
+    assert!(said.contains("not supported here (backend:NoSuchBackend)"), "{said}");
 }
 
 #[test]
@@ -421,6 +422,18 @@ fn a_valid_file_using_what_the_runtime_lacks_is_unsupported_not_invalid() {
     assert!(!text.contains("violation"), "{text}");
     let run = bin().args(["run", &missing]).output().expect("runs");
     assert_eq!(run.status.code(), Some(3), "{}", String::from_utf8_lossy(&run.stderr));
+    // Against a runner: not compared, not "DIFFERENT", whatever the runner did.
+    let runner = format!("{} runner", env!("CARGO_BIN_EXE_ptecheck"));
+    let vs = bin().args(["run", &missing, "--runner", &runner]).output().expect("runs");
+    let said = String::from_utf8_lossy(&vs.stdout);
+    assert_eq!(vs.status.code(), Some(3), "{said}");
+    assert!(said.contains("forward: not supported here (kernel:aten::erfinv.out)"), "{said}");
+    assert!(!said.contains("DIFFERENT"), "{said}");
+    // `inspect --json` gives the same verdict.
+    let doc = bin().args(["inspect", "--json", &missing]).output().expect("runs");
+    let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).expect("json");
+    assert_eq!(doc["verdict"]["verdict"], "not_supported_here", "{doc}");
+    assert_eq!(doc["verdict"]["unsupported"], serde_json::json!(["kernel:aten::erfinv.out"]));
     // A rule broken as well: exit 2, with the rule.
     let broken = edited_kernel_file("clone_dim_order", dir, "missing_and_broken.pte", |p| {
         let plan = &mut p.execution_plan.as_mut().expect("plans")[0];
@@ -435,6 +448,9 @@ fn a_valid_file_using_what_the_runtime_lacks_is_unsupported_not_invalid() {
     });
     let out = bin().args(["check", &broken]).output().expect("runs");
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    let doc = bin().args(["inspect", "--json", &broken]).output().expect("runs");
+    let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).expect("json");
+    assert_eq!(doc["verdict"]["verdict"], "breaks_a_rule", "{doc}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("names operator 99"),
         "{}",

@@ -527,7 +527,7 @@ fn run_with_a_runner_exits_one_when_an_init_code_differs() {
 fn endings_agree_only_at_the_same_stage_with_the_same_code() {
     use ptecheck::campaign::versus::{Ending, agree};
     use ptecheck::runner::Stage;
-    let at = |stage, code| Ending::Refused { stage, code, message: String::new() };
+    let at = |stage, code| Ending::Refused { stage, code, message: String::new(), unsupported_here: None };
     let cases = [
         (at(Stage::LoadMethod, Some(0x23)), at(Stage::LoadMethod, Some(0x23)), true),
         (at(Stage::LoadMethod, Some(0x23)), at(Stage::LoadMethod, Some(0x20)), false),

@@ -18,11 +18,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("runtime", &["program", "format", "fault"]),
     ("backends", &["runtime", "emit", "ir", "program", "format", "fault"]),
     ("generator", &["ir", "backends", "fault"]),
-    ("inspect", &["program", "format"]),
+    ("bounds", &["backends", "runtime", "ir", "program", "format"]),
+    ("inspect", &["runtime", "program", "format"]),
     ("child", &[]),
     ("exporter", &["child", "oracle", "emit", "ir", "backends", "runtime", "program", "format", "fault"]),
     ("runner", &["child", "runtime", "backends", "program", "format", "fault"]),
-    ("oracle", &["generator", "backends", "runtime", "emit", "ir", "program", "format", "fault"]),
+    ("oracle", &["generator", "bounds", "backends", "runtime", "emit", "ir", "program", "format", "fault"]),
     (
         "campaign",
         &[
@@ -33,6 +34,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "exporter",
             "inspect",
             "generator",
+            "bounds",
             "backends",
             "runtime",
             "emit",

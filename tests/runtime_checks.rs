@@ -12,7 +12,7 @@ fn real(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/corpus/real/{name}.pte", env!("CARGO_MANIFEST_DIR"))).expect("corpus file")
 }
 
-const CORPUS: [&str; 17] = [
+const CORPUS: [&str; 21] = [
     "cond_cpu",
     "cpu_add_mul",
     "cpu_dynamic_batch",
@@ -25,11 +25,15 @@ const CORPUS: [&str; 17] = [
     "multi_method_cpu_shared_weights",
     "xnn_delegate_inline",
     "xnn_dynamic_batch",
+    "xnn_fc_256_cancellation",
     "xnn_identical_blobs_dedup",
     "xnn_lowered_in_map_loop",
     "xnn_repeated_call_3x",
     "xnn_single_partition",
+    "xnn_softmax_bmm",
+    "xnn_transcendentals",
     "xnn_two_partitions_graph_break",
+    "xnn_unary_exact",
 ];
 
 #[test]

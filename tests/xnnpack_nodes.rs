@@ -244,10 +244,13 @@ fn init_refuses_unsupported_nodes_and_datatypes_naming_node_index_and_delegate()
             "{}",
             e.detail
         );
+        // ExecuTorch's XNNPACK runs these: the program is valid, not supported here.
+        assert_eq!(e.lacks, Some(format!("backend:XnnpackBackend node {}", ty.name())));
     }
     let e = XnnpackBackend.init(&ctx, &two_node_blob(NodeType::XNNNegate, true), &[]).err().expect("refused");
     assert_eq!(e.code, ErrorCode::NotSupported);
     assert!(e.detail.contains("xvalues[0]") && e.detail.contains("quantized"), "{}", e.detail);
+    assert_eq!(e.lacks.as_deref(), Some("backend:XnnpackBackend value Fp32 (quantized)"));
 }
 
 #[test]

@@ -97,8 +97,9 @@ pub fn parse(blob: &[u8]) -> OpResult<Vec<DemoEntry>> {
             } else if let Some(d) = field.strip_prefix("dtype:")
                 && d != "torch.float32"
             {
-                return Err(OpError::new(
+                return Err(OpError::lacking(
                     ErrorCode::NotSupported,
+                    format!("backend:BackendWithCompilerDemo dtype {d}"),
                     format!("entry {i}: dtype {d} (only torch.float32)"),
                 ));
             }
@@ -320,6 +321,40 @@ pub fn lower(g: Graph, compile_specs: Vec<(String, Vec<u8>)>) -> Result<LoweredM
         share_handle_across_calls: true,
         scratch_specs: vec![],
     })
+}
+
+/// The chain of `processed` run on `inputs` (values with their bounds, in call order): its
+/// result and bound, each entry bounded by `ir::bound`'s rule for the operator it is.
+pub fn bounded(
+    processed: &[u8],
+    inputs: &[(crate::ir::value::Val, crate::ir::bound::Bound)],
+    ctx: crate::ir::bound::Context,
+) -> OpResult<(crate::ir::value::Val, crate::ir::bound::Bound)> {
+    use crate::ir::kernels::eval_op;
+    let entries = parse(processed)?;
+    let mut next = 0usize;
+    let mut prev: Option<(crate::ir::value::Val, crate::ir::bound::Bound)> = None;
+    for (i, e) in entries.iter().enumerate() {
+        let mut ops: Vec<(crate::ir::value::Val, crate::ir::bound::Bound)> = prev.take().into_iter().collect();
+        while ops.len() < e.op.operands() {
+            ops.push(
+                inputs.get(next).cloned().ok_or_else(|| invalid(format!("entry {i} needs more inputs than given")))?,
+            );
+            next += 1;
+        }
+        let op = match e.op {
+            DemoOp::Sin => Op::Sin,
+            DemoOp::Mm => Op::Mm,
+            DemoOp::Add => Op::Add,
+            DemoOp::Linear => Op::Linear,
+        };
+        let vals: Vec<&crate::ir::value::Val> = ops.iter().map(|(v, _)| v).collect();
+        let errs: Vec<&crate::ir::bound::Bound> = ops.iter().map(|(_, b)| b).collect();
+        let out = eval_op(&op, &vals, "").map_err(|e| invalid(format!("entry {i}: {e}")))?;
+        let b = crate::ir::bound::op_bound(&op, &vals, &errs, &out, ctx);
+        prev = Some((out, b));
+    }
+    prev.ok_or_else(|| invalid("blob has no entries"))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use crate::backends::multifn::MultifnBackend;
 use crate::exit::Exit;
 use crate::runtime::io::{list_to_json, list_to_report_json};
-use crate::runtime::{ErrorCode, HostValue, RuntimeError, Session, TraceSummary};
+use crate::runtime::{HostValue, RuntimeError, Session, TraceSummary};
 use serde_json::{Value, json};
 use std::fmt;
 
@@ -38,75 +38,17 @@ pub fn exit_of(e: &RuntimeError) -> Exit {
     }
 }
 
-/// What `check FILE` found: the rules the program breaks, and the kernels and backends it uses
-/// that the runtime here lacks.
-#[derive(Clone, Debug)]
-pub struct CheckReport {
-    /// Its methods.
-    pub methods: Vec<String>,
-    /// Each init-time check it fails that is a rule ExecuTorch enforces, with its code.
-    pub broken: Vec<(String, ErrorCode)>,
-    /// What it uses that the runtime here lacks (`kernel:NAME`, `backend:ID`).
-    pub unsupported: Vec<String>,
-}
-
-/// Every init-time check of every method, each failure sorted into a broken rule or something
-/// the runtime here lacks; `registered`: the backend ids the runtime here has.
-pub fn check_program(loaded: &crate::format::LoadedProgram<'_>, registered: &[String]) -> CheckReport {
-    let mut report = CheckReport {
-        methods: loaded.program.plans().iter().map(|p| p.name_str().to_string()).collect(),
-        broken: Vec::new(),
-        unsupported: Vec::new(),
-    };
-    for v in crate::runtime::check_all_methods(loaded) {
-        match v.unsupported_here() {
-            Some(u) => report.unsupported.push(u),
-            None => report.broken.push((v.to_string(), v.code())),
-        }
-    }
-    for d in loaded.program.plans().iter().flat_map(|p| p.delegate_list()) {
-        if let Some(id) = d.id.as_deref().filter(|id| !registered.iter().any(|r| r == id)) {
-            report.unsupported.push(format!("backend:{id}"));
-        }
-    }
-    report.unsupported.sort();
-    report.unsupported.dedup();
-    report
-}
+pub use crate::runtime::verdict::{CheckReport, LoadVerdict, check_program};
 
 impl CheckReport {
     /// Rejected (2) when it breaks a rule; else unavailable (3) when it uses what the runtime here
     /// lacks; else ok.
     pub fn exit(&self) -> Exit {
-        if !self.broken.is_empty() {
-            Exit::Rejected
-        } else if !self.unsupported.is_empty() {
-            Exit::Unavailable
-        } else {
-            Exit::Ok
+        match self.verdict() {
+            LoadVerdict::BreaksARule => Exit::Rejected,
+            LoadVerdict::NotSupportedHere => Exit::Unavailable,
+            LoadVerdict::Valid => Exit::Ok,
         }
-    }
-}
-
-/// One line: the rules broken, or what is not supported here, or that every check passes.
-impl fmt::Display for CheckReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.broken.is_empty() {
-            writeln!(f, "{} violation(s)", self.broken.len())?;
-        }
-        if !self.unsupported.is_empty() {
-            let what = if self.broken.is_empty() { "valid, but not supported here" } else { "also not supported here" };
-            writeln!(f, "{what}: {}", self.unsupported.join(", "))?;
-        }
-        if self.broken.is_empty() && self.unsupported.is_empty() {
-            writeln!(
-                f,
-                "ok: {} method(s) pass every init-time check: {}",
-                self.methods.len(),
-                self.methods.join(", ")
-            )?;
-        }
-        Ok(())
     }
 }
 

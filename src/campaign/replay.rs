@@ -1,24 +1,22 @@
 //! Replaying recorded runs (`NAME.io.json`, `run --expect`): every run of every method executed
 //! in a session and compared with its recording. A recording made by the conformance corpus
-//! (`ptecheck gen`) carries each output's tolerance (the eager interpreter's bound); one made
-//! by ExecuTorch does not, and is compared bit for bit where every kernel is exact, else within
-//! [`INEXACT_ULPS`]. The largest ulp gap is always reported.
+//! (`ptecheck gen`) carries each output's tolerance (the eager interpreter's bound); for one
+//! made by ExecuTorch, which carries none, the bounds come from the program itself
+//! (`crate::bounds`). Each run's verdict is exact, within the bound, or different, with each
+//! output's largest gap as a fraction of its bound and where that bound came from.
 //! May not touch: the recording it replays, generation, emission.
 
 use super::case_files::bound_from_json;
 use crate::exit::Exit;
 use crate::ir::bound::Bound;
-use crate::oracle::values::{Verdict, compare};
-use crate::program::{ExecutionPlan, ScalarType};
+use crate::oracle::values::{Gap, Verdict, compare, largest_gap};
+use crate::program::ScalarType;
 use crate::runtime::io::{IoError, IoFault, ioerr, list_from_json};
 use crate::runtime::value::decode_f64;
-use crate::runtime::{HostValue, RuntimeError, Session, TraceSummary};
+use crate::runtime::{HostValue, Session, TraceSummary};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::fmt;
-
-/// Ulp gap tolerated for methods whose ops may round differently from PyTorch.
-pub const INEXACT_ULPS: u64 = 4;
 
 fn ordered_f32(x: f32) -> i64 {
     let b = x.to_bits() as i32 as i64;
@@ -61,12 +59,23 @@ pub fn ulp_gap(expected: &HostValue, actual: &HostValue) -> Option<u64> {
     }
 }
 
-/// Ulps a method may differ from PyTorch by: 0 when every operator's kernel is exact and no
-/// delegate runs, else [`INEXACT_ULPS`].
-pub fn tolerance(plan: &ExecutionPlan) -> u64 {
-    let exact_ops =
-        plan.operator_list().iter().all(|o| crate::runtime::kernels::lookup(&o.qualified()).is_some_and(|k| k.exact));
-    if exact_ops && plan.delegate_list().is_empty() { 0 } else { INEXACT_ULPS }
+/// Where a run's bounds came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundSource {
+    /// The recording's own tolerances (a `ptecheck gen` corpus).
+    Recording,
+    /// Derived from the program's instructions (`crate::bounds`).
+    Program,
+}
+
+impl fmt::Display for BoundSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BoundSource::Recording => "the recording",
+            BoundSource::Program => "the program",
+        })
+    }
 }
 
 /// Outcome of one recorded run.
@@ -79,18 +88,24 @@ pub struct RunOutcome {
     /// What the expected outputs are (`runtime`, `eager_torch`, or `eager` for a generated
     /// recording).
     pub against: &'static str,
-    /// Whether every output matched (within its recorded tolerance, or `tolerance_ulps`).
+    /// Whether every output is exact or within its bound.
     pub ok: bool,
-    /// Under recorded tolerances: exact, within bound or mismatch (`None`: none recorded).
+    /// Exact, within the bound, or different (`None`: it did not run).
     pub verdict: Option<Verdict>,
+    /// Where the bounds came from.
+    pub bounds_from: Option<BoundSource>,
+    /// Each output's largest gap as a fraction of its bound (`None`: kind, dtype or shape
+    /// differ).
+    pub gaps: Vec<Option<Gap>>,
     /// Largest ulp gap over the outputs (`None` when kind/shape/dtype differ).
     pub max_ulps: Option<u64>,
-    /// Allowed gap when no tolerance is recorded.
-    pub tolerance_ulps: u64,
+    /// Why some output is unbounded (no rule for an instruction, a decision that may differ).
+    pub unbounded: Vec<String>,
     /// Why it did not run or did not match.
     pub detail: Option<String>,
-    /// Whether the failure was a backend that is not available here.
-    pub backend_unavailable: bool,
+    /// What the reference runtime lacks to run it (`kernel:NAME`, `backend:ID`), when that
+    /// is why it did not run.
+    pub unsupported_here: Option<String>,
 }
 
 /// One recorded run: inputs, expected outputs, and their tolerances if recorded.
@@ -120,12 +135,12 @@ impl ReplayReport {
         self.runs.iter().filter_map(|o| o.max_ulps).max()
     }
 
-    /// Ok when every run matched; unavailable when every run that did not failed for a backend
-    /// missing here; failed otherwise.
+    /// Ok when every run matched; unavailable when every run that did not could not run here
+    /// (a kernel or backend the reference runtime lacks); failed otherwise.
     pub fn exit(&self) -> Exit {
         if self.all_ok() {
             Exit::Ok
-        } else if self.runs.iter().all(|o| o.ok || o.backend_unavailable) {
+        } else if self.runs.iter().all(|o| o.ok || o.unsupported_here.is_some()) {
             Exit::Unavailable
         } else {
             Exit::Failed
@@ -138,28 +153,32 @@ impl ReplayReport {
     }
 }
 
-/// A line per run (`ok`, `backend not available` or `MISMATCH`, with its gap), the largest
-/// gap, and the trace when asked for.
+/// A line per run (`exact`, `within bound`, `DIFFERENT`, or why it did not run) with where its
+/// bounds came from, a line per inexact output with its largest gap as a fraction of its
+/// bound, the largest ulp gap, and the trace when asked for.
 impl fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for o in &self.runs {
-            let status = if o.ok {
-                "ok"
-            } else if o.backend_unavailable {
-                "backend not available"
-            } else {
-                "MISMATCH"
+            let status = match (o.verdict, &o.unsupported_here) {
+                (_, Some(what)) => format!("not supported here ({what})"),
+                (Some(Verdict::Exact), _) => "exact".to_string(),
+                (Some(Verdict::WithinBound), _) => "within bound".to_string(),
+                (Some(Verdict::Mismatch), _) => "DIFFERENT".to_string(),
+                (None, _) => "did not run".to_string(),
             };
-            writeln!(
-                f,
-                "{} run {} vs {}: {status} (max gap {} ulp, allowed {}){}",
-                o.method,
-                o.run,
-                o.against,
-                o.max_ulps.map_or("-".into(), |u| u.to_string()),
-                o.tolerance_ulps,
-                o.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
-            )?;
+            let from = o.bounds_from.map(|b| format!(" (bounds from {b})")).unwrap_or_default();
+            let detail = o.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default();
+            writeln!(f, "{} run {} vs {}: {status}{from}{detail}", o.method, o.run, o.against)?;
+            for (i, g) in o.gaps.iter().enumerate() {
+                match g {
+                    Some(g) if g.gap > 0.0 => writeln!(f, "  output {i}: {g}")?,
+                    Some(_) => {}
+                    None => writeln!(f, "  output {i}: kind, dtype or shape differ")?,
+                }
+            }
+            for n in &o.unbounded {
+                writeln!(f, "  unbounded: {n}")?;
+            }
         }
         writeln!(f, "largest ulp gap: {}", self.worst().map_or("-".into(), |u| u.to_string()))?;
         match &self.trace {
@@ -178,6 +197,12 @@ pub fn replay(session: &Session<'_, '_>, io: &Value, trace: bool) -> Result<Repl
 
 /// Runs every recorded run of every method of an io.json document in `session`.
 pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcome>, IoError> {
+    run_expect_scaled(session, io, 1.0)
+}
+
+/// [`run_expect`] with every bound multiplied by `scale` (1: as recorded or derived): how much
+/// of its bounds a recording uses.
+pub fn run_expect_scaled(session: &Session<'_, '_>, io: &Value, scale: f64) -> Result<Vec<RunOutcome>, IoError> {
     let loaded = session.loaded();
     let methods =
         io.get("methods").and_then(Value::as_object).ok_or_else(|| ioerr("$", IoFault::Missing("methods")))?;
@@ -214,17 +239,18 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
             let generated = runs.iter().any(|r| r.get("tolerance").is_some());
             (v, if generated { "eager" } else { "runtime" })
         };
-        let tol = loaded.program.plan(name).map_or(INEXACT_ULPS, tolerance);
         let outcome = |run: usize| RunOutcome {
             method: name.clone(),
             run,
             against,
             ok: false,
             verdict: None,
+            bounds_from: None,
+            gaps: Vec::new(),
             max_ulps: None,
-            tolerance_ulps: tol,
+            unbounded: Vec::new(),
             detail: None,
-            backend_unavailable: false,
+            unsupported_here: None,
         };
         // One loaded method serves every run, in order, as the recording did.
         let mut method = match session.load(name) {
@@ -233,7 +259,7 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
                 for run in 0..runs.len() {
                     out.push(RunOutcome {
                         detail: Some(e.to_string()),
-                        backend_unavailable: matches!(e, RuntimeError::BackendNotAvailable { .. }),
+                        unsupported_here: e.unsupported_here(),
                         ..outcome(run)
                     });
                 }
@@ -244,7 +270,7 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
             let at = format!("{path}.runs[{run}]");
             let inputs = list_from_json(rec.inputs, &format!("{at}.inputs"))?;
             let expected = list_from_json(rec.outputs, &format!("{at}.outputs"))?;
-            let bounds = match rec.tolerance {
+            let recorded = match rec.tolerance {
                 None => None,
                 Some(t) => Some(
                     t.as_array()
@@ -255,10 +281,25 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
                         .collect::<Result<Vec<_>, _>>()?,
                 ),
             };
-            let result = Session::execute(&mut method, Some(&inputs));
+            let result = match recorded {
+                Some(b) => Session::execute(&mut method, Some(&inputs)).map(|a| (a, b, BoundSource::Recording, vec![])),
+                None => crate::bounds::run_loaded(&mut method, loaded, &inputs, against == "eager_torch")
+                    .map(|r| (r.outputs, r.bounds, BoundSource::Program, r.notes)),
+            };
             let o = match result {
-                Err(e) => RunOutcome { detail: Some(e.to_string()), ..outcome(run) },
-                Ok(actual) => judge(&expected, bounds.as_deref(), &actual, outcome(run)),
+                Err(e) => {
+                    RunOutcome { detail: Some(e.to_string()), unsupported_here: e.unsupported_here(), ..outcome(run) }
+                }
+                Ok((actual, bounds, from, notes)) => RunOutcome {
+                    bounds_from: Some(from),
+                    unbounded: notes,
+                    ..judge(
+                        &expected,
+                        &bounds.iter().map(|b| b.scaled(scale)).collect::<Vec<_>>(),
+                        &actual,
+                        outcome(run),
+                    )
+                },
             };
             out.push(o);
         }
@@ -271,35 +312,28 @@ pub fn run_expect(session: &Session<'_, '_>, io: &Value) -> Result<Vec<RunOutcom
     Ok(out)
 }
 
-/// Compares one run's outputs: under recorded bounds when there are any, else by ulp gap.
-fn judge(expected: &[HostValue], bounds: Option<&[Bound]>, actual: &[HostValue], base: RunOutcome) -> RunOutcome {
-    let tol = base.tolerance_ulps;
-    let gaps: Vec<Option<u64>> = if actual.len() == expected.len() {
-        expected.iter().zip(actual).map(|(e, a)| ulp_gap(e, a)).collect()
-    } else {
-        vec![None]
-    };
-    let max = gaps.iter().try_fold(0u64, |m, g| g.map(|g| m.max(g)));
-    if actual.len() != expected.len() {
-        let detail = format!("{} outputs, {} recorded", actual.len(), expected.len());
-        return RunOutcome { detail: Some(detail), verdict: bounds.map(|_| Verdict::Mismatch), ..base };
+/// Compares one run's outputs with the recorded ones under `bounds` (one per output).
+fn judge(expected: &[HostValue], bounds: &[Bound], actual: &[HostValue], base: RunOutcome) -> RunOutcome {
+    if actual.len() != expected.len() || bounds.len() != expected.len() {
+        let detail = format!("{} outputs, {} recorded, {} bounds", actual.len(), expected.len(), bounds.len());
+        return RunOutcome { detail: Some(detail), verdict: Some(Verdict::Mismatch), ..base };
     }
-    match bounds {
-        Some(b) if b.len() == expected.len() => {
-            let verdict =
-                expected.iter().zip(b).zip(actual).map(|((e, b), a)| compare(e, b, a)).max().unwrap_or(Verdict::Exact);
-            let ok = verdict != Verdict::Mismatch;
-            let detail = (!ok).then(|| format!("outside the recorded tolerance (largest gap {max:?} ulp)"));
-            RunOutcome { ok, verdict: Some(verdict), max_ulps: max, detail, ..base }
+    let max = expected.iter().zip(actual).try_fold(0u64, |m, (e, a)| ulp_gap(e, a).map(|g| m.max(g)));
+    let gaps: Vec<Option<Gap>> =
+        expected.iter().zip(bounds).zip(actual).map(|((e, b), a)| largest_gap(e, b, a)).collect();
+    let verdict =
+        expected.iter().zip(bounds).zip(actual).map(|((e, b), a)| compare(e, b, a)).max().unwrap_or(Verdict::Exact);
+    let ok = verdict != Verdict::Mismatch;
+    let detail = (!ok).then(|| {
+        let worst = gaps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| Some((i, (*g)?)))
+            .max_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio));
+        match worst {
+            Some((i, g)) => format!("output {i} element {} is {:e} away, its bound {:e}", g.index, g.gap, g.bound),
+            None => "outputs differ in kind, dtype or shape".to_string(),
         }
-        Some(_) => RunOutcome { detail: Some("tolerance count differs from the outputs".into()), ..base },
-        None => {
-            let ok = max.is_some_and(|m| m <= tol);
-            let detail = (!ok).then(|| match max {
-                None => "outputs differ in kind, dtype or shape".to_string(),
-                Some(m) => format!("largest gap {m} ulp exceeds {tol}"),
-            });
-            RunOutcome { ok, max_ulps: max, detail, ..base }
-        }
-    }
+    });
+    RunOutcome { ok, verdict: Some(verdict), gaps, max_ulps: max, detail, ..base }
 }

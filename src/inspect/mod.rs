@@ -2,6 +2,8 @@
 //! `"program"` member has the shape of the corpus `NAME.json` dumps, and a Graphviz graph
 //! (method -> call sites -> BackendDelegates -> blobs).
 //!
+//! Each ends with the runtime's verdict on the program (`runtime::verdict`).
+//!
 //! Reads [`LoadedProgram`]; may not change it or decide validity (that is `format`/`runtime`).
 
 pub mod shape;
@@ -9,6 +11,7 @@ pub mod xnnpack;
 
 use crate::format::{LoadedProgram, LoadedPtd};
 use crate::program::{DataLocation, EValue, Instruction, sha256_hex};
+use crate::runtime::verdict::check_program;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -450,7 +453,14 @@ pub fn is_ptd(bytes: &[u8]) -> bool {
 /// the file in the document (a JSON `file` member, a heading line or a graph comment) when
 /// several are shown, so that no document can be taken for another file's. `Err`: why the
 /// loader refused it, and the document that says so when one is due (JSON of several files).
-pub fn document(bytes: &[u8], form: Form, file: Option<&str>) -> Result<String, (String, Option<String>)> {
+/// A program's text and JSON end with the runtime's verdict on it (`registered`: the backend
+/// ids the runtime here has).
+pub fn document(
+    bytes: &[u8],
+    form: Form,
+    file: Option<&str>,
+    registered: &[String],
+) -> Result<String, (String, Option<String>)> {
     let named = |mut v: Value| {
         if let (Some(f), Some(o)) = (file, v.as_object_mut()) {
             o.insert("file".into(), json!(f));
@@ -477,9 +487,18 @@ pub fn document(bytes: &[u8], form: Form, file: Option<&str>) -> Result<String, 
         }
     } else {
         match crate::format::load(bytes) {
-            Ok(l) if form == Form::Json => named(to_json(&l)),
+            Ok(l) if form == Form::Json => {
+                let mut doc = to_json(&l);
+                if let Some(o) = doc.as_object_mut() {
+                    o.insert("verdict".into(), check_program(&l, registered).to_json());
+                }
+                named(doc)
+            }
             Ok(l) if form == Form::Dot => to_dot(&l),
-            Ok(l) => to_text(&l),
+            Ok(l) => {
+                let verdict = check_program(&l, registered);
+                format!("{}verdict: {verdict}", to_text(&l))
+            }
             Err(e) => return Err(refused(e.to_string())),
         }
     };

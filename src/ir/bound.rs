@@ -73,6 +73,12 @@ impl Bound {
         }
     }
 
+    /// Per-element absolute bounds of an `n`-element tensor for callers outside the rules:
+    /// [`SIGN_OF_ZERO`] kept, `inf` where an integer may differ or nothing is known.
+    pub fn abs_of(&self, n: usize) -> Vec<f64> {
+        self.raw_abs(n)
+    }
+
     /// Per-element absolute bounds of an `n`-element float tensor, for the propagation
     /// formulas: a [`SIGN_OF_ZERO`] entry is 0 there (no op's magnitude depends on the sign of a
     /// zero operand, but a division's: see `Div`).
@@ -125,7 +131,7 @@ impl Bound {
 
     /// From per-element bounds; a NaN bound (`inf · 0` in a propagation formula) means
     /// nothing is known: infinite.
-    fn from_abs(mut v: Vec<f64>) -> Bound {
+    pub fn from_abs(mut v: Vec<f64>) -> Bound {
         for e in &mut v {
             if e.is_nan() {
                 *e = f64::INFINITY;
@@ -134,7 +140,17 @@ impl Bound {
         if v.iter().all(|e| *e == 0.0) { Bound::Exact } else { Bound::Abs(v) }
     }
 
-    fn from_flags(v: Vec<bool>) -> Bound {
+    /// This bound with every finite absolute element multiplied by `k` (`k` < 1 tightens it:
+    /// how much of its bound a result uses). Exact, integer and unknown elements are kept.
+    pub fn scaled(&self, k: f64) -> Bound {
+        match self {
+            Bound::Abs(v) => Bound::Abs(v.iter().map(|e| if e.is_finite() { e * k } else { *e }).collect()),
+            other => other.clone(),
+        }
+    }
+
+    /// From per-element "may differ" flags.
+    pub fn from_flags(v: Vec<bool>) -> Bound {
         if v.iter().all(|f| !f) { Bound::Exact } else { Bound::Flags(v) }
     }
 
@@ -443,6 +459,174 @@ pub fn approximate(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, exact_mod
     flush(out, &b)
 }
 
+/// A float32 elementwise function a backend computes that is no IR operator (XNNPACK's
+/// nodes), for [`of_function`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Function {
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// `min(max(x, lo), hi)`.
+    Clamp,
+    /// `min(a, b)`.
+    Min,
+    /// `max(a, b)`.
+    Max,
+    /// `⌈x⌉`.
+    Ceil,
+    /// `⌊x⌋`.
+    Floor,
+    /// `√x`.
+    Sqrt,
+    /// `eˣ`.
+    Exp,
+    /// `tanh x`.
+    Tanh,
+    /// `1 / (1 + e⁻ˣ)`.
+    Sigmoid,
+}
+
+/// Error of an approximating backend's `f` beyond a correctly rounded result `r`, for an
+/// operand within `reach` of 0 (its largest magnitude), as measured (docs/xnnpack.md): a
+/// multiple of the spacing of float32 at `r`, anything outside the range it is accurate in, or
+/// nothing for the functions it computes exactly.
+fn approx_error(f: Function, reach: f64, r: f64) -> f64 {
+    let a = &XNNPACK_ACCURACY;
+    let ulps = match f {
+        // The argument reduction's error grows with |x|.
+        Function::Exp if reach >= a.exp_overflow => return f64::INFINITY,
+        Function::Exp => a.exp_ulps + reach,
+        Function::Sqrt if reach >= a.sqrt_range => return f64::INFINITY,
+        Function::Sqrt => a.sqrt_ulps,
+        Function::Tanh => a.tanh_ulps,
+        Function::Sigmoid if reach >= a.sigmoid_range => return f64::INFINITY,
+        Function::Sigmoid => a.sigmoid_ulps,
+        _ => 0.0,
+    };
+    ulps * ulp(r.abs())
+}
+
+/// XNNPACK's accuracy, measured against ExecuTorch 1.5.1 on every float32 input against a
+/// float64 reference (docs/xnnpack.md).
+pub struct Accuracy {
+    /// exp: ulps beyond |x| ulps (at most 65 ulps, at x = 84.6).
+    pub exp_ulps: f64,
+    /// The smallest x whose exp XNNPACK returns as +inf although it is finite (2.4e38).
+    pub exp_overflow: f64,
+    /// √x: ulps (2 in every binade below `sqrt_range`).
+    pub sqrt_ulps: f64,
+    /// From 2¹²⁶ up √x is wrong by up to half its value, and √inf is NaN.
+    pub sqrt_range: f64,
+    /// tanh: ulps.
+    pub tanh_ulps: f64,
+    /// sigmoid: ulps.
+    pub sigmoid_ulps: f64,
+    /// The smallest |x| whose sigmoid XNNPACK returns as NaN (4.29e26; from there on most are).
+    pub sigmoid_range: f64,
+}
+
+/// The measured accuracy of XNNPACK's elementwise functions.
+pub const XNNPACK_ACCURACY: Accuracy = Accuracy {
+    exp_ulps: 3.0,
+    exp_overflow: 88.376_266_479_492_19,
+    sqrt_ulps: 2.0,
+    sqrt_range: 8.507_059_173_023_462e37,
+    tanh_ulps: 5.0,
+    sigmoid_ulps: 4.0,
+    sigmoid_range: 4.290_376_571_867_819e26,
+};
+
+/// The bound of `f` on `args` (errors `errs`) with eager result `out`: the operands' errors
+/// through `f`'s slope over their intervals, one rounding where they are inexact, and — inside
+/// an approximating backend (`approximate`) — its measured error and flushed subnormals.
+pub fn of_function(f: Function, args: &[&Val], errs: &[&Bound], out: &Val, approximate: bool) -> Bound {
+    let flushed: Vec<Bound> =
+        args.iter().zip(errs).map(|(a, e)| if approximate { flush(a, e) } else { (*e).clone() }).collect();
+    let fr: Vec<&Bound> = flushed.iter().collect();
+    let own = |reach: f64, r: f64| if approximate { approx_error(f, reach, r) } else { 0.0 };
+    let b = elementwise(args, &fr, out, |x, e, r| {
+        let (x0, e0) = (x[0], e[0]);
+        let prop = match f {
+            Function::Neg | Function::Abs | Function::Clamp => e0,
+            Function::Min | Function::Max => e0.max(e.get(1).copied().unwrap_or(0.0)),
+            // A step: exact unless the interval reaches another integer, then as far as the
+            // steps it spans.
+            Function::Ceil | Function::Floor => {
+                let (lo, hi) = (x0 - e0, x0 + e0);
+                let step = |v: f64| if f == Function::Ceil { v.ceil() } else { v.floor() };
+                if e0 == 0.0 { 0.0 } else { step(hi) - step(lo) }
+            }
+            // √ is steepest at the interval's low end; anything where it reaches below 0.
+            Function::Sqrt => {
+                if e0 == 0.0 {
+                    0.0
+                } else if x0 - e0 <= 0.0 {
+                    (x0 + e0).max(0.0).sqrt()
+                } else {
+                    e0 / ((x0 - e0).sqrt() + x0.sqrt())
+                }
+            }
+            Function::Exp => {
+                if e0 == 0.0 {
+                    0.0
+                } else {
+                    (x0 + e0).exp() * (1.0 - (-e0).exp())
+                }
+            }
+            // Slopes at most 1 (tanh) and 1/4 (sigmoid).
+            Function::Tanh => e0,
+            Function::Sigmoid => e0 / 4.0,
+        };
+        // `elementwise` adds the rounding of a perturbed result; the backend's own error is
+        // there whatever the operands.
+        prop + own(x0.abs() + e0, r)
+    });
+    let b = if approximate { flush(out, &b) } else { b };
+    // XNNPACK's negation of +0.0 is +0.0 (measured): the sign of a zero it gives is not -x's.
+    let exact_operands = errs.iter().all(|e| e.is_exact()) && !(approximate && f == Function::Neg);
+    signed_zeros(b, out, exact_operands)
+}
+
+/// Absolute error of an approximating backend's exponential where its result is near the
+/// float32 underflow: XNNPACK builds 2ⁿ from the exponent bits, so results below about 2⁻¹²²
+/// are coarsened to a few multiples of the smallest normal or flushed (measured: 1.06e-37, 9
+/// smallest normals, in a softmax whose row maximum is 80 above the rest; docs/xnnpack.md).
+pub const APPROX_EXP_FLOOR: f64 = 16.0 * f32::MIN_POSITIVE as f64;
+
+/// The bound of a softmax over the last dimension of `x` (error `e`) whose eager result is
+/// `out`: each element `yᵢ` moves by at most `yᵢ·(e^{2·max e} − 1)` for its row's largest
+/// operand error, plus the error of the exponentials (one rounding of `xᵢ − max`, relative
+/// `|xᵢ − max|·u`, and inside an approximating backend its exp's own error and
+/// [`APPROX_EXP_FLOOR`]), of the row sum and of the division.
+pub fn softmax(x: &Val, e: &Bound, out: &Val, approximate: bool) -> Bound {
+    let (Some(xv), Some(y)) = (f32s(x), f32s(out)) else { return Bound::Any };
+    let c = shape(x).last().copied().unwrap_or(0);
+    if c == 0 || xv.len() != y.len() {
+        return if xv.is_empty() { Bound::Exact } else { Bound::Any };
+    }
+    let e = if approximate { flush(x, e) } else { e.clone() };
+    let ea = e.abs(xv.len());
+    let rel_exp = if approximate { XNNPACK_ACCURACY.exp_ulps * 2.0 * EPS } else { EPS };
+    let floor = if approximate { APPROX_EXP_FLOOR } else { 0.0 };
+    let mut out_e = Vec::with_capacity(y.len());
+    for ((row_x, row_y), row_e) in xv.chunks(c).zip(y.chunks(c)).zip(ea.chunks(c)) {
+        let worst = row_e.iter().copied().fold(0.0f64, f64::max);
+        let spread = if worst > 0.0 { (2.0 * worst).exp() - 1.0 } else { 0.0 };
+        let max = row_x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        // Exponentials within `rel_exp` relative, a sum of c of them within γ(c), a division.
+        let own = 2.0 * rel_exp + gamma(c) + EPS;
+        for (xi, yi) in row_x.iter().zip(row_y) {
+            let shifted = f64::from(*xi) - f64::from(max);
+            let argument = if shifted.is_finite() { shifted.abs() * EPS } else { 0.0 };
+            let yi = f64::from(yi.abs());
+            out_e.push(yi * (spread + own + argument) + ulp(yi) + floor);
+        }
+    }
+    let b = Bound::from_abs(out_e);
+    if approximate { flush(out, &b) } else { b }
+}
+
 /// Whose arithmetic a value is compared against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reference {
@@ -490,6 +674,25 @@ pub fn framework(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, model: Boun
         }
         _ => model,
     }
+}
+
+/// Where an op runs, for [`op_bound`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Context {
+    /// The value is compared against another framework's eager kernels ([`framework`]).
+    pub framework: bool,
+    /// Inside a delegate of an approximating backend ([`approximate`]).
+    pub approximate: bool,
+}
+
+/// The bound of `op` on `args` (errors `errs`) with eager result `out`, in `ctx`: [`of_op`],
+/// widened by [`framework`] and [`approximate`] where they apply, zeros marked by
+/// [`signed_zeros`]. The one sequence the eager interpreter and a loaded program's bounds use.
+pub fn op_bound(op: &Op, args: &[&Val], errs: &[&Bound], out: &Val, ctx: Context) -> Bound {
+    let e = of_op(op, args, errs, out);
+    let e = if ctx.framework { framework(op, args, errs, out, e) } else { e };
+    let e = if ctx.approximate { approximate(op, args, errs, out, e) } else { e };
+    signed_zeros(e, out, errs.iter().all(|b| b.is_exact()))
 }
 
 /// The error of `op` applied to `args` (with errors `errs`), whose eager result is `out`.

@@ -166,10 +166,8 @@ impl Interp<'_> {
                     let v = eval_op(op, &a, "").map_err(placed(&p))?;
                     let es = errs_of(args);
                     let es: Vec<&Bound> = es.iter().collect();
-                    let e = super::bound::of_op(op, &a, &es, &v);
-                    let e = if self.framework { super::bound::framework(op, &a, &es, &v, e) } else { e };
-                    let e = if self.approximate { super::bound::approximate(op, &a, &es, &v, e) } else { e };
-                    let e = super::bound::signed_zeros(e, &v, es.iter().all(|b| b.is_exact()));
+                    let ctx = super::bound::Context { framework: self.framework, approximate: self.approximate };
+                    let e = super::bound::op_bound(op, &a, &es, &v, ctx);
                     (vec![v], vec![e])
                 }
                 Node::Call { module, args } => {

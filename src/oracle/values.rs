@@ -8,51 +8,11 @@
 //! * scalars likewise; kinds must match.
 
 use crate::ir::bound::Bound;
-use crate::ir::value::{Data, Val};
+use crate::ir::value::Val;
 use crate::program::ScalarType;
-use crate::runtime::{HostTensor, HostValue};
+use crate::runtime::HostValue;
 
-/// The host form of an eager value.
-pub fn encode(v: &Val) -> HostValue {
-    match v {
-        Val::Tensor(t) => {
-            let (dtype, data): (ScalarType, Vec<u8>) = match &t.data {
-                Data::F32(x) => (ScalarType::FLOAT, x.iter().flat_map(|e| e.to_le_bytes()).collect()),
-                Data::I64(x) => (ScalarType::LONG, x.iter().flat_map(|e| e.to_le_bytes()).collect()),
-                Data::Bool(x) => (ScalarType::BOOL, x.iter().map(|b| u8::from(*b)).collect()),
-            };
-            HostValue::Tensor(HostTensor { dtype, sizes: t.shape.clone(), data })
-        }
-        Val::Int(i) => HostValue::Int(*i),
-        Val::Bool(b) => HostValue::Bool(*b),
-        Val::Double(d) => HostValue::Double(*d),
-    }
-}
-
-/// The eager value of a host value, for the dtypes the IR has (`None` for another dtype, bytes
-/// that do not fill the shape, or a `none`).
-pub fn decode(v: &HostValue) -> Option<Val> {
-    Some(match v {
-        HostValue::Tensor(t) => {
-            let n: usize = t.sizes.iter().try_fold(1usize, |a, s| a.checked_mul(*s))?;
-            let data = match t.dtype {
-                ScalarType::FLOAT if t.data.len() == n * 4 => {
-                    Data::F32(t.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-                }
-                ScalarType::LONG if t.data.len() == n * 8 => Data::I64(
-                    t.data.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
-                ),
-                ScalarType::BOOL if t.data.len() == n => Data::Bool(t.data.iter().map(|b| *b != 0).collect()),
-                _ => return None,
-            };
-            Val::Tensor(crate::ir::value::Tensor { shape: t.sizes.clone(), data })
-        }
-        HostValue::Int(i) => Val::Int(*i),
-        HostValue::Bool(b) => Val::Bool(*b),
-        HostValue::Double(d) => Val::Double(*d),
-        _ => return None,
-    })
-}
+pub use crate::bounds::host::{decode, encode};
 
 /// Host forms of eager values.
 pub fn encode_all(v: &[Val]) -> Vec<HostValue> {
@@ -190,7 +150,7 @@ pub fn compare(want: &HostValue, bound: &Bound, got: &HostValue) -> Verdict {
             x.to_bits() == y.to_bits()
                 || (x.is_nan() && y.is_nan())
                 || e.is_infinite()
-                || (x.is_finite() && y.is_finite() && (x - y).abs() <= *e)
+                || (x.is_finite() && y.is_finite() && *e > 0.0 && (x - y).abs() <= *e)
         }),
         (Bound::Flags(f), _, _) if f.len() == n => {
             let size = w.data.len() / n.max(1);
@@ -227,4 +187,75 @@ pub fn verdict_of_ignoring_zero_signs(want: &[HostValue], bounds: &[Bound], got:
     let (want, got): (Vec<HostValue>, Vec<HostValue>) =
         (want.iter().map(unsign).collect(), got.iter().map(unsign).collect());
     verdict_of(&want, bounds, &got)
+}
+
+/// The element of an output furthest from its eager value relative to its bound.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Gap {
+    /// Row-major index of the element.
+    pub index: usize,
+    /// `|got − want|` there (`inf`: NaN against a number, or an integer that differs).
+    pub gap: f64,
+    /// Its bound (`inf`: anything).
+    pub bound: f64,
+    /// `gap / bound`: at most 1 within the bound (0 when equal, `inf` past a bound of 0).
+    pub ratio: f64,
+}
+
+/// `largest gap G at element I, R of its bound B` (`past` for a gap beyond a bound of 0).
+impl std::fmt::Display for Gap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let share = if self.ratio.is_finite() { format!("{:.3}", self.ratio) } else { "past".into() };
+        write!(f, "largest gap {:e} at element {}, {share} of its bound {:e}", self.gap, self.index, self.bound)
+    }
+}
+
+/// The largest gap of `got` from `want` as a fraction of `bound`, over the elements of a tensor
+/// (`None` when the two differ in kind, dtype or shape; a scalar is one element). Equal
+/// elements (NaN with NaN; zeros of either sign where the bound allows the sign) have gap 0.
+pub fn largest_gap(want: &HostValue, bound: &Bound, got: &HostValue) -> Option<Gap> {
+    let ratio = |gap: f64, b: f64| {
+        if gap == 0.0 || b.is_infinite() {
+            0.0
+        } else if b == 0.0 {
+            f64::INFINITY
+        } else {
+            gap / b
+        }
+    };
+    let (w, g) = match (want, got) {
+        (HostValue::Tensor(w), HostValue::Tensor(g)) => (w, g),
+        (w, g) if std::mem::discriminant(w) == std::mem::discriminant(g) => {
+            let gap = if same(w, g) { 0.0 } else { f64::INFINITY };
+            let b = if matches!(bound, Bound::Any) { f64::INFINITY } else { 0.0 };
+            return Some(Gap { index: 0, gap, bound: b, ratio: ratio(gap, b) });
+        }
+        _ => return None,
+    };
+    if w.dtype != g.dtype || w.sizes != g.sizes || w.data.len() != g.data.len() {
+        return None;
+    }
+    let n: usize = w.sizes.iter().product();
+    let bounds = bound.abs_of(n);
+    let elems = |t: &crate::runtime::HostTensor| crate::runtime::value::decode_f64(t.dtype, &t.data).ok();
+    let (wv, gv) = (elems(w)?, elems(g)?);
+    let float = matches!(w.dtype, ScalarType::FLOAT | ScalarType::DOUBLE);
+    let mut worst: Option<Gap> = None;
+    for (i, ((x, y), b)) in wv.iter().zip(&gv).zip(&bounds).enumerate() {
+        let gap = if x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) {
+            0.0
+        } else if !float || x.is_nan() || y.is_nan() || x.is_infinite() || y.is_infinite() {
+            f64::INFINITY
+        } else if *x == 0.0 && *y == 0.0 && *b > 0.0 {
+            // Zeros of other signs, where the sign may differ.
+            0.0
+        } else {
+            (x - y).abs().max(f64::MIN_POSITIVE)
+        };
+        let here = Gap { index: i, gap, bound: *b, ratio: ratio(gap, *b) };
+        if worst.is_none_or(|w| here.ratio > w.ratio || (here.ratio == w.ratio && here.gap > w.gap)) {
+            worst = Some(here);
+        }
+    }
+    Some(worst.unwrap_or(Gap { index: 0, gap: 0.0, bound: 0.0, ratio: 0.0 }))
 }

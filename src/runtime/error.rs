@@ -174,6 +174,8 @@ pub enum RuntimeError {
         code: ErrorCode,
         /// What.
         detail: String,
+        /// What the reference runtime lacks, when that is why ([`OpError::lacking`]).
+        lacks: Option<String>,
     },
     /// A kernel failed.
     #[error("method {method}: {site} `{op}` failed: {detail}")]
@@ -188,6 +190,8 @@ pub enum RuntimeError {
         code: ErrorCode,
         /// What.
         detail: String,
+        /// What the reference runtime lacks, when that is why ([`OpError::lacking`]).
+        lacks: Option<String>,
     },
     /// A delegate's `execute` failed.
     #[error("method {method}: {site} delegate {delegate} failed: {detail}")]
@@ -202,6 +206,8 @@ pub enum RuntimeError {
         code: ErrorCode,
         /// What.
         detail: String,
+        /// What the reference runtime lacks, when that is why ([`OpError::lacking`]).
+        lacks: Option<String>,
     },
     /// Control-flow or value-kind error while executing.
     #[error("method {method}: {site}: {detail}")]
@@ -244,6 +250,9 @@ impl RuntimeError {
         match self {
             RuntimeError::Check(c) => c.unsupported_here(),
             RuntimeError::BackendNotAvailable { backend, .. } => Some(format!("backend:{backend}")),
+            RuntimeError::InitFailed { lacks, .. }
+            | RuntimeError::Kernel { lacks, .. }
+            | RuntimeError::Delegate { lacks, .. } => lacks.clone(),
             _ => None,
         }
     }

@@ -15,12 +15,20 @@ pub struct OpError {
     pub code: ErrorCode,
     /// What went wrong, naming the argument.
     pub detail: String,
+    /// What the reference runtime lacks, when that is the failure (`backend:ID …`, `kernel:…`):
+    /// ExecuTorch would run this, so the program is valid but not supported here.
+    pub lacks: Option<String>,
 }
 
 impl OpError {
     /// A new error.
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
-        OpError { code, detail: detail.into() }
+        OpError { code, detail: detail.into(), lacks: None }
+    }
+
+    /// A failure because the reference runtime lacks `what`, which ExecuTorch has.
+    pub fn lacking(code: ErrorCode, what: impl Into<String>, detail: impl Into<String>) -> Self {
+        OpError { code, detail: detail.into(), lacks: Some(what.into()) }
     }
 }
 

@@ -697,8 +697,9 @@ fn dim_order_copy(f: &mut Frame<'_>, a: &[usize], convert: bool) -> OpResult<()>
             return Err(bad(format!("dim-order copy: dim_order {order:?} for rank {}", s.len())));
         }
         if order.iter().enumerate().any(|(i, d)| *d != i as i64) {
-            return Err(OpError::new(
+            return Err(OpError::lacking(
                 ErrorCode::NotSupported,
+                format!("dim order {order:?}"),
                 format!("dim order {order:?}: tensors here are contiguous only"),
             ));
         }

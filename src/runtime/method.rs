@@ -81,6 +81,15 @@ pub struct Method<'a> {
     fault: Option<Fault>,
 }
 
+/// What watches a method run instruction by instruction ([`Method::execute_watched`]); it sees
+/// the frame and changes nothing.
+pub trait Watcher {
+    /// Instruction `ins` at `site` is about to run.
+    fn before(&mut self, ins: &Instruction, site: Site, frame: &Frame<'_>);
+    /// It ran.
+    fn after(&mut self, ins: &Instruction, site: Site, frame: &Frame<'_>);
+}
+
 /// Where a method's non-planned tensor data comes from: the program's constant buffers and
 /// initialised mutable buffers, and the external data file.
 pub struct DataSources<'a, 'x> {
@@ -204,6 +213,7 @@ impl Runtime {
                         backend: id,
                         code,
                         detail: e.detail,
+                        lacks: e.lacks,
                     });
                 }
             }
@@ -470,6 +480,11 @@ impl<'a> Method<'a> {
 
     /// Runs every chain once.
     pub fn execute(&mut self) -> Result<(), RuntimeError> {
+        self.execute_watched(None)
+    }
+
+    /// Runs every chain once, showing `watcher` each instruction before and after it runs.
+    pub fn execute_watched(&mut self, mut watcher: Option<&mut dyn Watcher>) -> Result<(), RuntimeError> {
         if let Some(i) = self.inputs_set.iter().position(|s| !s) {
             return Err(RuntimeError::Input {
                 method: self.name.clone(),
@@ -489,7 +504,14 @@ impl<'a> Method<'a> {
                     return Err(RuntimeError::BudgetExceeded { method: self.name.clone(), budget: self.budget });
                 }
                 let site = Site { chain: c, instruction: pc };
-                pc = self.step(&instrs[pc], site, pc)?;
+                if let Some(w) = watcher.as_deref_mut() {
+                    w.before(&instrs[pc], site, &self.frame);
+                }
+                let next = self.step(&instrs[pc], site, pc)?;
+                if let Some(w) = watcher.as_deref_mut() {
+                    w.after(&instrs[pc], site, &self.frame);
+                }
+                pc = next;
             }
         }
         Ok(())
@@ -518,6 +540,7 @@ impl<'a> Method<'a> {
                     op: self.plan.operator_list().get(op).map(|o| o.qualified()).unwrap_or_default(),
                     code: e.code,
                     detail: e.detail,
+                    lacks: e.lacks,
                 })?;
             }
             Instruction::DelegateCall(d) => {
@@ -537,6 +560,7 @@ impl<'a> Method<'a> {
                         delegate: idx,
                         code: ErrorCode::DelegateInvalidHandle,
                         detail: "handle already destroyed".into(),
+                        lacks: None,
                     });
                 };
                 self.trace.executed(ExecuteSite {
@@ -552,6 +576,7 @@ impl<'a> Method<'a> {
                     delegate: idx,
                     code: e.code,
                     detail: e.detail,
+                    lacks: e.lacks,
                 })?;
             }
             Instruction::MoveCall(m) => {

@@ -18,6 +18,7 @@ pub mod nested;
 pub mod ops;
 pub mod session;
 pub mod value;
+pub mod verdict;
 
 pub use backend::{
     Backend, BackendHandle, BackendOptions, BackendRegistry, DelegateArgs, ExecuteSite, InitContext, OptionValue,
@@ -26,7 +27,7 @@ pub use backend::{
 pub use check::{check_all_methods, check_method};
 pub use error::{CheckError, ErrorCode, RuntimeError, Site};
 pub use frame::{Frame, OpError};
-pub use method::{DEFAULT_INSTRUCTION_BUDGET, DEFAULT_WORK_BUDGET, DataSources, Method, Runtime};
+pub use method::{DEFAULT_INSTRUCTION_BUDGET, DEFAULT_WORK_BUDGET, DataSources, Method, Runtime, Watcher};
 pub use nested::NestedPlan;
 pub use session::Session;
 pub use value::{HostTensor, HostValue};

@@ -5,7 +5,7 @@
 
 use super::backend::Trace;
 use super::error::RuntimeError;
-use super::method::{Method, Runtime};
+use super::method::{Method, Runtime, Watcher};
 use super::value::HostValue;
 use crate::format::{LoadedProgram, LoadedPtd};
 
@@ -59,6 +59,15 @@ impl<'s, 'a> Session<'s, 'a> {
     /// executes it once and copies its outputs out. Given inputs must be exactly the method's,
     /// as ExecuTorch's `set_inputs` takes them (else InvalidArgument): none is dropped.
     pub fn execute(method: &mut Method<'_>, inputs: Option<&[HostValue]>) -> Result<Vec<HostValue>, RuntimeError> {
+        Self::execute_watched(method, inputs, None)
+    }
+
+    /// [`Session::execute`] with `watcher` shown every instruction ([`Method::execute_watched`]).
+    pub fn execute_watched(
+        method: &mut Method<'_>,
+        inputs: Option<&[HostValue]>,
+        watcher: Option<&mut dyn Watcher>,
+    ) -> Result<Vec<HostValue>, RuntimeError> {
         if let Some(given) = inputs.filter(|g| g.len() != method.num_inputs()) {
             return Err(RuntimeError::Input {
                 method: method.name().to_string(),
@@ -74,7 +83,7 @@ impl<'s, 'a> Session<'s, 'a> {
             };
             method.set_input(i, &v)?;
         }
-        method.execute()?;
+        method.execute_watched(watcher)?;
         method.outputs()
     }
 

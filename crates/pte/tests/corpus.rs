@@ -23,7 +23,7 @@ fn cases() -> Vec<String> {
         })
         .collect();
     v.sort();
-    assert_eq!(v.len(), 17, "the public corpus has 17 programs");
+    assert_eq!(v.len(), 21, "the public corpus has 21 programs");
     v
 }
 

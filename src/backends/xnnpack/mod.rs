@@ -13,11 +13,13 @@
 //! Handles keep no per-call state, so the backend opts in to handle sharing.
 //! May not touch: the eager interpreter (`ir::eval`), the CPU kernels, the emitter.
 
+pub mod bound;
 pub mod interp;
 pub mod lower;
 
 use super::blob_cache::{BlobCache, compiled_where};
 use crate::fault::Fault;
+use crate::ir::bound::Bound;
 use crate::ir::infer::IrError;
 use crate::ir::{Graph, LoweredModule, NamedBlob};
 use crate::program::{CompileSpec, ScalarType};
@@ -90,8 +92,13 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
         let t = v.tensor();
         if matches!(v, XValue::Quantized { .. }) || t.datatype() != Some(Datatype::Fp32) || t.dq_datatype != 0 {
             let dt: &str = t.datatype().map_or("invalid", Into::into);
-            return Err(OpError::new(
+            let what = format!(
+                "backend:{ID} value {dt}{}",
+                if matches!(v, XValue::Quantized { .. }) { " (quantized)" } else { "" }
+            );
+            return Err(OpError::lacking(
                 ErrorCode::NotSupported,
+                what,
                 format!(
                     "{where_}: xvalues[{index}] is {dt}{}; the reference interpreter runs fp32 only",
                     if matches!(v, XValue::Quantized { .. }) { " (quantized)" } else { "" }
@@ -101,8 +108,9 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
     }
     for (index, n) in g.nodes.iter().enumerate() {
         if !interp::SUPPORTED.contains(&n.node_type) {
-            return Err(OpError::new(
+            return Err(OpError::lacking(
                 ErrorCode::NotSupported,
+                format!("backend:{ID} node {}", n.node_type.name()),
                 format!(
                     "{where_}: xnodes[{index}] is {}, which the reference interpreter does not run",
                     n.node_type.name()
@@ -322,4 +330,72 @@ impl Backend for XnnpackBackend {
 /// Whether an IR sub-graph can be lowered to XNNPACK.
 pub fn lowerable(g: &Graph) -> bool {
     lower::lowerable(g)
+}
+
+/// Runs `processed` (with `named`) as the backend does on a call's arguments (`args`: each
+/// argument's tensor, if it is a float32 one, and its bound; external id = argument position)
+/// and bounds every value: the outputs' bounds by external id.
+pub fn bounded(
+    processed: &[u8],
+    named: &[(&str, &[u8])],
+    args: &[(Option<T>, Bound)],
+    limit: usize,
+) -> OpResult<Vec<(u32, Bound)>> {
+    let c: Compiled = compile(processed, named, "bounded delegate")?;
+    let g = &c.blob.blob.graph;
+    let by_ext: std::collections::BTreeMap<u32, usize> = c.inputs.iter().copied().collect();
+    let mut known: Vec<Option<(T, Bound)>> = vec![None; g.values.len()];
+    for (v, bytes) in &c.blob.constants {
+        let shape: Vec<usize> = g.values[*v].tensor().shape().iter().map(|d| *d as usize).collect();
+        let n = crate::runtime::value::checked_numel(&shape).filter(|n| *n <= limit).ok_or_else(|| {
+            OpError::new(
+                ErrorCode::MemoryAllocationFailed,
+                format!("constant xvalues[{v}] {shape:?} exceeds {limit} elements"),
+            )
+        })?;
+        let data = f32s(bytes.get(..n * 4).unwrap_or(&[]));
+        known[*v] = Some((T::new(shape, data), Bound::Exact));
+    }
+    for (&ext, &v) in &by_ext {
+        let (t, b) = args
+            .get(ext as usize)
+            .and_then(|(t, b)| Some((t.clone()?, b.clone())))
+            .ok_or_else(|| OpError::new(ErrorCode::InvalidArgument, format!("argument {ext} is no float32 tensor")))?;
+        known[v] = Some((t, b));
+    }
+    for &i in &c.blob.order {
+        let node = &g.nodes[i];
+        let failed = |what: String| {
+            OpError::new(ErrorCode::Internal, format!("xnodes[{i}] ({}): {what}", node.node_type.name()))
+        };
+        let ins = node
+            .payload
+            .inputs(node.node_type)
+            .into_iter()
+            .map(|(field, id)| {
+                c.blob
+                    .by_id
+                    .get(&id)
+                    .and_then(|v| known[*v].as_ref())
+                    .map(|(t, b)| (t, b))
+                    .ok_or_else(|| failed(format!("{field} = {id} has no value yet")))
+            })
+            .collect::<OpResult<Vec<(&T, &Bound)>>>()?;
+        let values: Vec<&T> = ins.iter().map(|(t, _)| *t).collect();
+        let out = interp::run_node(node, &values, limit).map_err(|e| failed(e.to_string()))?;
+        let bound = bound::node_bound(node, &ins, &out);
+        for (field, id) in node.payload.outputs() {
+            let v = *c.blob.by_id.get(&id).ok_or_else(|| failed(format!("{field} = {id} undefined")))?;
+            known[v] = Some((out.clone(), bound.clone()));
+        }
+    }
+    c.outputs
+        .iter()
+        .map(|&(ext, v)| {
+            known[v]
+                .as_ref()
+                .map(|(_, b)| (ext, b.clone()))
+                .ok_or_else(|| OpError::new(ErrorCode::Internal, format!("external output {ext} was not computed")))
+        })
+        .collect()
 }
