@@ -282,6 +282,28 @@ fn a_timeout_that_is_not_a_finite_number_of_seconds_is_refused_by_name() {
 }
 
 #[test]
+fn a_timeout_is_taken_at_its_edges_and_refused_just_past_them() {
+    use ptecheck::campaign::options::{MAX_WAIT_SECS, parse_seconds};
+    use std::time::Duration;
+    assert_eq!(MAX_WAIT_SECS, 86_400.0, "the documented limit");
+    assert_eq!(parse_seconds("0.001"), Ok(Duration::from_millis(1)));
+    assert_eq!(parse_seconds("86400"), Ok(Duration::from_secs(86_400)));
+    for past in ["0.000999", "86400.001", "0", "-0.001"] {
+        assert!(parse_seconds(past).is_err(), "{past}");
+    }
+    // Through the CLI: at the edges the flag is taken (the runner `true` then fails to start);
+    // just past them it is refused by name.
+    for (value, taken) in [("0.001", true), ("86400", true), ("0.0009", false), ("86400.5", false)] {
+        let out = bin()
+            .args(["campaign", "--cases", "1", "--runner", "true", "--runner-timeout", value])
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(!err.contains("--runner-timeout"), taken, "{value}: {err}");
+    }
+}
+
+#[test]
 fn more_jobs_than_a_campaign_may_ask_for_are_refused_by_name() {
     let too_many = (ptecheck::campaign::MAX_JOBS + 1).to_string();
     let out = bin().args(["campaign", "--cases", "1", "--jobs", &too_many]).output().expect("runs");

@@ -701,3 +701,76 @@ fn a_runner_lacking_a_kernel_or_backend_does_not_call_the_program_invalid() {
     assert_eq!(refusal_class(Stage::LoadMethod, None), "LoadMethod");
     assert_eq!(refusal_class(Stage::Execute, Some(0x14)), "Execute");
 }
+
+/// The differential's verdict on a runner's reply reads every part of it: a reply wrong in one
+/// part only (its kind, dtype, shape, one element, or the number of outputs) is different,
+/// although a reading that skipped that part would find the values equal.
+#[test]
+fn a_reply_wrong_in_one_part_only_is_different() {
+    use ptecheck::ir::bound::Bound;
+    use ptecheck::oracle::values::{Verdict, verdict_of};
+    use ptecheck::runtime::io::list_to_json;
+    use ptecheck::runtime::{HostTensor, HostValue};
+    let bytes: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let want = vec![HostValue::Tensor(HostTensor::f32(vec![2], &[1.5, -2.0]))];
+    let bounds = [Bound::Abs(vec![1e-3, 1e-3])];
+    let out = |v: serde_json::Value| format!(r#"{{"id": 7, "outputs": {v}}}"#);
+    let exact = serde_json::Value::Array(list_to_json(&want, "$").expect("encodes"));
+    // The same bytes read as int32: equal to a reader that takes the expected dtype.
+    let as_int32: Vec<i64> =
+        bytes.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect();
+    let tensor = |dtype: &str, shape: serde_json::Value, values: serde_json::Value| {
+        let mut t = exact[0].clone();
+        t["dtype"] = dtype.into();
+        t["shape"] = shape;
+        t["values"] = values;
+        // The checksum of the bytes is the sender's own check; this test changes the values.
+        t.as_object_mut().expect("object").remove("bytes_sha256");
+        t
+    };
+    let f = |v: f64| serde_json::json!(v);
+    let cases: Vec<(&str, serde_json::Value, Verdict)> = vec![
+        ("equal", exact.clone(), Verdict::Exact),
+        (
+            "within its bound",
+            serde_json::json!([tensor("float32", serde_json::json!([2]), serde_json::json!([1.5005, -2.0]))]),
+            Verdict::WithinBound,
+        ),
+        (
+            "kind",
+            serde_json::Value::Array(list_to_json(&[HostValue::Int(1)], "$").expect("encodes")),
+            Verdict::Mismatch,
+        ),
+        (
+            "dtype",
+            serde_json::json!([tensor("int32", serde_json::json!([2]), serde_json::json!(as_int32))]),
+            Verdict::Mismatch,
+        ),
+        (
+            "shape",
+            serde_json::json!([tensor("float32", serde_json::json!([2, 1]), serde_json::json!([1.5, -2.0]))]),
+            Verdict::Mismatch,
+        ),
+        (
+            "element",
+            serde_json::json!([tensor("float32", serde_json::json!([2]), serde_json::json!([f(1.5), f(-2.002)]))]),
+            Verdict::Mismatch,
+        ),
+        ("count: one more", serde_json::json!([exact[0].clone(), exact[0].clone()]), Verdict::Mismatch),
+        ("count: none", serde_json::json!([]), Verdict::Mismatch),
+    ];
+    for (part, outputs, verdict) in cases {
+        let line = out(outputs);
+        let (id, reply) = Reply::parse(&line).unwrap_or_else(|e| panic!("{part}: {e}: {line}"));
+        assert_eq!(id, 7);
+        let Reply::Outputs(got) = reply else { panic!("{part}: not outputs") };
+        assert_eq!(verdict_of(&want, &bounds, &got), verdict, "{part}: {line}");
+    }
+    // An output with no bound is compared exactly, not skipped.
+    let two = vec![want[0].clone(), want[0].clone()];
+    let mut other = two.clone();
+    if let HostValue::Tensor(t) = &mut other[1] {
+        t.data[0] ^= 1;
+    }
+    assert_eq!(verdict_of(&two, &bounds, &other), Verdict::Mismatch);
+}

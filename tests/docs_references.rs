@@ -1,4 +1,5 @@
-//! The documents' references hold: every `file.rs::name` names a function in that file, every
+//! The documents' references hold: every `file.rs::name`, and every citation written as a file
+//! followed by names (`` (`tests/x.rs`, `name`) ``), names a function in that file, every
 //! repository path in backticks exists, and semantics.md's rule table lists every test named
 //! after a rule, with the count it states.
 
@@ -90,6 +91,67 @@ fn every_test_and_function_the_documents_name_exists() {
         }
     }
     assert!(wrong.is_empty(), "stale references:\n{}", wrong.join("\n"));
+}
+
+/// Citations of a test file followed by the names of its functions, outside fenced blocks:
+/// `` `tests/x.rs`, `name` `` or `` `tests/x.rs` (`a`, `b` ``, across line breaks, as
+/// (line, file, name).
+fn cited_pairs(text: &str) -> Vec<(usize, String, String)> {
+    let mut kept = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            kept.push('\n');
+            continue;
+        }
+        if !fenced {
+            kept.push_str(line);
+        }
+        kept.push('\n');
+    }
+    let parts: Vec<&str> = kept.split('`').collect();
+    let line_of = |i: usize| 1 + parts[..i].iter().map(|p| p.matches('\n').count()).sum::<usize>();
+    let ident = |s: &str| {
+        s.len() > 3 && s.contains('_') && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    let mut out = vec![];
+    let mut i = 1;
+    while i < parts.len() {
+        let span = parts[i];
+        if span.ends_with(".rs") && span.contains('/') && !span.contains(' ') {
+            let mut j = i + 2;
+            while j < parts.len() {
+                let between: String = parts[j - 1].chars().filter(|c| !c.is_whitespace()).collect();
+                if !matches!(between.as_str(), "," | "(" | ",(") || !ident(parts[j]) {
+                    break;
+                }
+                out.push((line_of(j), span.to_string(), parts[j].to_string()));
+                j += 2;
+            }
+        }
+        i += 2;
+    }
+    out
+}
+
+#[test]
+fn every_test_a_citation_names_is_in_the_file_it_names() {
+    let mut wrong = vec![];
+    let mut checked = 0;
+    for (doc, text) in documents() {
+        for (line, file, name) in cited_pairs(&text) {
+            let path = root().join(&file);
+            if !path.exists() {
+                wrong.push(format!("{doc}:{line}: `{file}` does not exist"));
+            } else if !defines(&read(&path), &name) {
+                wrong.push(format!("{doc}:{line}: `{file}` has no fn `{name}`"));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} citations found: the parser misses the README's form");
+    assert!(wrong.is_empty(), "citations of tests that are not where they are said to be:\n{}", wrong.join("\n"));
 }
 
 #[test]

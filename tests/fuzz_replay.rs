@@ -2,7 +2,9 @@
 //! the fuzz target calls, under the same allocation guard (no growth beyond 4 times the loaded
 //! file plus 1 MiB; 64 times for `runner_lines`, whose lines are read as JSON), and asserts each input's recorded outcome class
 //! (`corpus/<target>/outcomes.txt`: rejected at load with its error kind, refused at init,
-//! failed at execute, ran).
+//! failed at execute, ran). A seed (an input outside `crashes/`, `edge/` and `regressions/`,
+//! which are there to be refused) that does not run is marked meant to be refused, with why, in
+//! a third column; an unmarked one fails the test, so a seed that rots is seen.
 //!
 //! The guard is a global allocator: this binary holds one test, so nothing else allocates while
 //! a limit is set. `PTECHECK_WRITE_CORPUS=1 cargo test --test fuzz_replay` records the outcomes
@@ -36,6 +38,12 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// Inputs kept to be refused: what a fuzzer once failed on, hand-made malformed edges, crafted
+/// regressions.
+fn meant_to_be_refused(input: &str) -> bool {
+    ["crashes/", "edge/", "regressions/"].iter().any(|d| input.starts_with(d))
 }
 
 /// Runs `entry` on `data` under the guard: no growth beyond `factor` times the input plus 1 MiB.
@@ -82,10 +90,15 @@ fn every_committed_fuzz_input_replays_to_its_recorded_outcome_under_the_allocati
         let inputs: Vec<PathBuf> = files(&dir).into_iter().filter(|p| !p.ends_with("outcomes.txt")).collect();
         assert!(!inputs.is_empty(), "corpus/{target} has no inputs");
         let record = dir.join("outcomes.txt");
-        let recorded: BTreeMap<String, String> = std::fs::read_to_string(&record)
+        // input -> (class, why it is meant to be refused)
+        let recorded: BTreeMap<String, (String, String)> = std::fs::read_to_string(&record)
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| l.split_once('\t').map(|(a, b)| (a.to_string(), b.to_string())))
+            .filter_map(|l| {
+                let mut cols = l.splitn(3, '\t');
+                let (input, class) = (cols.next()?, cols.next()?);
+                Some((input.to_string(), (class.to_string(), cols.next().unwrap_or("").to_string())))
+            })
             .collect();
         let mut got = BTreeMap::new();
         for path in &inputs {
@@ -100,15 +113,25 @@ fn every_committed_fuzz_input_replays_to_its_recorded_outcome_under_the_allocati
             got.insert(rel, class);
         }
         if write {
-            let text: String = got.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect();
+            // A reason already given is kept.
+            let line = |k: &String, v: &String| match recorded.get(k).map(|(_, why)| why.as_str()) {
+                Some(why) if !why.is_empty() => format!("{k}\t{v}\t{why}\n"),
+                _ => format!("{k}\t{v}\n"),
+            };
+            let text: String = got.iter().map(|(k, v)| line(k, v)).collect();
             std::fs::write(&record, text).expect("write outcomes");
             continue;
         }
         for (input, class) in &got {
-            let want = recorded
+            let (want, why) = recorded
                 .get(input)
                 .unwrap_or_else(|| panic!("{target}/{input}: no recorded outcome (PTECHECK_WRITE_CORPUS=1)"));
             assert_eq!(class, want, "{target}/{input}");
+            assert!(
+                class == "ran" || !why.is_empty() || meant_to_be_refused(input),
+                "{target}/{input}: a seed that replays as `{class}`, below `ran`: re-make it, or mark it \
+                 meant to be refused with why (a third column in outcomes.txt)"
+            );
         }
         assert_eq!(got.len(), recorded.len(), "{target}: outcomes.txt lists inputs that are gone");
     }

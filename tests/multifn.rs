@@ -2,7 +2,7 @@
 
 #![forbid(unsafe_code)]
 
-use ptecheck::backends::multifn::table::{ModelKey, ModelTable, Resident};
+use ptecheck::backends::multifn::table::{AcquireError, ModelKey, ModelTable, Resident};
 use ptecheck::backends::multifn::{
     ExportError, MULTIFUNCTION_SPEC, MethodPartitions, MultifnBackend, export, parse_manifest,
 };
@@ -269,7 +269,8 @@ fn key(k: &str) -> ModelKey {
 #[test]
 fn mf11_concurrent_first_acquisitions_load_exactly_once() {
     for _ in 0..20 {
-        let table = Arc::new(ModelTable::<Dummy>::default());
+        // A bounded wait: a load that never publishes fails this test in seconds, not never.
+        let table = Arc::new(ModelTable::<Dummy>::with_wait_limit(std::time::Duration::from_secs(5)));
         let loads = Arc::new(AtomicUsize::new(0));
         let barrier = Arc::new(Barrier::new(8));
         let handles: Vec<_> = (0..8)
@@ -299,10 +300,45 @@ fn mf11_concurrent_first_acquisitions_load_exactly_once() {
 }
 
 #[test]
+fn a_wait_for_another_threads_load_is_bounded() {
+    // A load that takes longer than the wait limit: the waiter gets a typed error naming the
+    // key, the loader still publishes its model.
+    let limit = std::time::Duration::from_millis(200);
+    let table = Arc::new(ModelTable::<Dummy>::with_wait_limit(limit));
+    let started = Arc::new(Barrier::new(2));
+    let loader = {
+        let (table, started) = (table.clone(), started.clone());
+        std::thread::spawn(move || {
+            table
+                .acquire(&key("k"), || {
+                    started.wait();
+                    std::thread::sleep(limit * 5);
+                    Ok::<_, ()>(Dummy(8))
+                })
+                .is_ok()
+        })
+    };
+    started.wait();
+    // Unbounded, it would wait for the load and get the model.
+    let waited = table.acquire(&key("k"), || Ok::<_, ()>(Dummy(8)));
+    assert!(
+        matches!(&waited, Err(AcquireError::Wait { key: k, waited }) if k.cache_key == "k" && *waited >= limit),
+        "{:?}",
+        waited.err()
+    );
+    assert!(loader.join().expect("loader"));
+    assert_eq!(table.totals(), (1, 1, 8));
+}
+
+#[test]
 fn mf11_a_failed_load_leaves_no_entry_and_the_next_acquire_loads() {
-    let table = ModelTable::<Dummy>::default();
-    assert_eq!(table.acquire(&key("k"), || Err::<Dummy, &str>("disk on fire")).err(), Some("disk on fire"));
+    let table = ModelTable::<Dummy>::with_wait_limit(std::time::Duration::from_secs(5));
+    assert_eq!(
+        table.acquire(&key("k"), || Err::<Dummy, &str>("disk on fire")).err(),
+        Some(AcquireError::Load("disk on fire"))
+    );
     assert_eq!(table.totals(), (0, 0, 0));
+    assert_eq!(table.entries(), 0, "no entry left behind");
     assert!(table.acquire(&key("k"), || Ok::<_, &str>(Dummy(8))).is_ok());
     assert_eq!(table.stats()[0].1.failed_loads, 1);
     assert_eq!(table.totals(), (1, 1, 8));
@@ -387,6 +423,11 @@ fn compiled_bundles_are_cached_by_index_and_weights_together() {
     let (rt, mf) = runtime(true, dir, "all");
     let (_, other) = load_all(&emitted.to_bytes().expect("writes"), &rt, &mf).expect("runs");
     assert_ne!(other, first, "other weights, other outputs");
+    // Exactly what the new weights give compiled afresh, with an empty cache.
+    let fresh_dir = tmpdir("cache-key-fresh");
+    let (rt, mf) = runtime(true, fresh_dir.path(), "all");
+    let (_, fresh) = load_all(&emitted.to_bytes().expect("writes"), &rt, &mf).expect("runs");
+    assert_eq!(other, fresh, "the cached run computes what a fresh compile of the new weights does");
 }
 
 #[test]

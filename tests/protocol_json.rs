@@ -23,16 +23,16 @@ fn every_shared_case_is_read_or_refused_as_the_runner_reads_it() {
     assert!(cases.iter().filter(|c| c.1).count() >= 5 && cases.iter().filter(|c| !c.1).count() >= 10);
     for (line, ok) in cases {
         // serde_json's reading, and each protocol reader's: a reader may refuse a JSON line for
-        // what it holds, but never takes one that is not JSON.
+        // what it holds, but never as not JSON, and refuses every line that is not JSON as such.
         assert_eq!(serde_json::from_str::<serde_json::Value>(line).is_ok(), ok, "serde_json: {line:.60}");
-        if !ok {
-            for (reader, taken) in [
-                ("reply", Reply::parse(line).is_ok()),
-                ("request", Request::parse(line).is_ok()),
-                ("hello", protocol::parse_hello(line).is_ok()),
-            ] {
-                assert!(!taken, "the {reader} reader took a line that is not JSON: {line:.60}");
-            }
+        // Why each protocol reader refused the line, if it did: "not JSON", or what it holds.
+        let not_json = |why: Option<String>| why.is_some_and(|w| w.starts_with("not JSON"));
+        for (reader, refused_as_not_json) in [
+            ("reply", not_json(Reply::parse(line).err().map(|e| e.to_string()))),
+            ("request", not_json(Request::parse(line).err().map(|e| e.fault.to_string()))),
+            ("hello", not_json(protocol::parse_hello(line).err().map(|e| e.to_string()))),
+        ] {
+            assert_eq!(refused_as_not_json, !ok, "the {reader} reader on: {line:.60}");
         }
     }
 }

@@ -461,6 +461,16 @@ fn working_copies_are_bounded_per_instruction_not_summed_over_a_run() {
     for run in 0..1000 {
         method.execute().unwrap_or_else(|e| panic!("execution {run}: {e}"));
     }
+    // The bound is enforced: with a limit of the arenas alone, the first call's copies do not
+    // fit (a runtime that enforced no limit would run this too).
+    let arenas: i64 = loaded.program.plans()[0].non_const_buffer_sizes.as_deref().unwrap_or(&[]).iter().sum();
+    rt.memory_limit = arenas as usize;
+    let session = Session::new(&loaded, &rt);
+    let mut method = session.load("forward").expect("the arenas fit the limit");
+    set_templates(&mut method);
+    let e = method.execute().expect_err("copies beyond the limit");
+    assert_eq!(e.code(), ErrorCode::MemoryAllocationFailed, "{e}");
+    assert!(e.to_string().contains("working copies"), "{e}");
 }
 
 /// cpu_linear_relu with its 2-d weight moved to a `.ptd` under `linear.weight`, as a constant

@@ -431,8 +431,9 @@ pub fn check_models(
         )
     });
     let after = rig.multifn.table.stats();
-    r.check(Invariant::Models, after.iter().all(|(_, s)| !s.live && s.unloads == s.loads), || {
-        format!("{what}: after teardown {after:?}")
+    let left = rig.multifn.table.entries();
+    r.check(Invariant::Models, left == 0 && after.iter().all(|(_, s)| !s.live && s.unloads == s.loads), || {
+        format!("{what}: after teardown {left} entries, {after:?}")
     });
     // A failed first load: the init fails at the first multi-function delegate, no entry is
     // left, and loading the method again loads the model afresh.
@@ -451,6 +452,13 @@ pub fn check_models(
         stats.iter().all(|(_, s)| !s.live) && stats.iter().map(|(_, s)| s.failed_loads).sum::<usize>() == 1,
         || format!("{what}: after a failed load {stats:?}"),
     );
+    // No entry is left behind: one would make the next acquire of its key wait for a load
+    // that never finishes.
+    let left = rig.multifn.table.entries();
+    if left != 0 {
+        r.fail(Invariant::Models, format!("{what}: {left} table entries left after a failed load"));
+        return;
+    }
     destroyed_once_ascending(&failed.events, &what, Invariant::Models, r);
     let retry = run_method(&rig, loaded, name, inputs, &mut Timings::default());
     let loads: usize = retry.loads.iter().sum();

@@ -166,7 +166,13 @@ pub fn verdict_of(want: &[HostValue], bounds: &[Bound], got: &[HostValue]) -> Ve
     if want.len() != got.len() {
         return Verdict::Mismatch;
     }
-    want.iter().zip(bounds).zip(got).map(|((w, b), g)| compare(w, b, g)).max().unwrap_or(Verdict::Exact)
+    // An output without a bound is exact: none goes uncompared.
+    want.iter()
+        .zip(got)
+        .enumerate()
+        .map(|(i, (w, g))| compare(w, bounds.get(i).unwrap_or(&Bound::Exact), g))
+        .max()
+        .unwrap_or(Verdict::Exact)
 }
 
 /// [`verdict_of`] with `-0.0` and `+0.0` taken as equal in float tensors of `got` and `want`:

@@ -32,7 +32,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use table::{ModelKey, ModelTable, Resident};
+use table::{AcquireError, ModelKey, ModelTable, Resident};
 use thiserror::Error;
 
 /// Registry id.
@@ -524,12 +524,21 @@ impl Backend for MultifnBackend {
             cache_key.push_str(&format!("#{}", self.unshared.fetch_add(1, Ordering::Relaxed)));
         }
         let key = ModelKey { dev, ino, cache_key };
-        let model = self.table.acquire(&key, || {
-            if self.injected_failure() {
-                return Err(OpError::new(ErrorCode::OutOfResources, "injected model load failure"));
-            }
-            load_model(&manifest, ctx.named_data)
-        })?;
+        let model = self
+            .table
+            .acquire(&key, || {
+                if self.injected_failure() {
+                    return Err(OpError::new(ErrorCode::OutOfResources, "injected model load failure"));
+                }
+                load_model(&manifest, ctx.named_data)
+            })
+            .map_err(|e| match e {
+                AcquireError::Load(e) => e,
+                AcquireError::Wait { key, waited } => OpError::new(
+                    ErrorCode::Internal,
+                    format!("waited {waited:?} for another load of model {} to finish", key.cache_key),
+                ),
+            })?;
         if !model.functions.contains_key(&manifest.function) {
             self.table.release(&key);
             return Err(invalid(format!("bundle has no function `{}`", manifest.function)));

@@ -1,6 +1,7 @@
 //! The process-wide shared-model table (P11): key -> one loaded model with a reference count.
 //!
-//! Acquire: Ready -> refcount + 1; Loading -> wait; absent -> insert Loading, load *without*
+//! Acquire: Ready -> refcount + 1; Loading -> wait (at most the table's wait limit, then a
+//! typed error: a load that never publishes cannot hang its waiters); absent -> insert Loading, load *without*
 //! holding the table lock, then publish Ready with refcount 1, or remove the entry and wake
 //! every waiter on failure (a woken waiter that finds the key absent becomes the loader).
 //! Release: refcount - 1; at 0 remove the entry and drop the model outside the table lock.
@@ -12,6 +13,24 @@
 use super::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use std::collections::HashMap;
+use std::time::Duration;
+
+/// How long an acquire waits, by default, for another thread's load of the same key.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// Why an acquire did not return a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AcquireError<E> {
+    /// This acquire's own load failed.
+    Load(E),
+    /// Another thread's load of `key` did not finish within `waited`.
+    Wait {
+        /// The key.
+        key: ModelKey,
+        /// How long this acquire waited.
+        waited: Duration,
+    },
+}
 
 /// Identity of a loaded model: cache directory (device, inode) and cache key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,13 +78,22 @@ struct State<M> {
 pub struct ModelTable<M> {
     state: Mutex<State<M>>,
     changed: Condvar,
+    wait_limit: Duration,
 }
 
 impl<M> Default for ModelTable<M> {
     fn default() -> Self {
+        ModelTable::with_wait_limit(WAIT_LIMIT)
+    }
+}
+
+impl<M> ModelTable<M> {
+    /// An empty table whose acquires wait at most `wait_limit` for another thread's load.
+    pub fn with_wait_limit(wait_limit: Duration) -> Self {
         ModelTable {
             state: Mutex::new(State { slots: HashMap::new(), stats: HashMap::new() }),
             changed: Condvar::new(),
+            wait_limit,
         }
     }
 }
@@ -76,8 +104,9 @@ impl<M: Resident> ModelTable<M> {
     }
 
     /// Returns the model for `key`, loading it with `load` if no delegate holds it.
-    pub fn acquire<E>(&self, key: &ModelKey, load: impl FnOnce() -> Result<M, E>) -> Result<Arc<M>, E> {
+    pub fn acquire<E>(&self, key: &ModelKey, load: impl FnOnce() -> Result<M, E>) -> Result<Arc<M>, AcquireError<E>> {
         let mut st = self.lock();
+        let mut waited = Duration::ZERO;
         loop {
             match st.slots.get_mut(key) {
                 Some(Slot::Ready { model, refs }) => {
@@ -85,7 +114,15 @@ impl<M: Resident> ModelTable<M> {
                     return Ok(model.clone());
                 }
                 Some(Slot::Loading) => {
-                    st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+                    if waited >= self.wait_limit {
+                        return Err(AcquireError::Wait { key: key.clone(), waited });
+                    }
+                    let step = self.wait_limit - waited;
+                    let (guard, timeout) = self.changed.wait_timeout(st, step).unwrap_or_else(|p| p.into_inner());
+                    st = guard;
+                    if timeout.timed_out() {
+                        waited = self.wait_limit;
+                    }
                 }
                 None => {
                     st.slots.insert(key.clone(), Slot::Loading);
@@ -109,7 +146,7 @@ impl<M: Resident> ModelTable<M> {
             Err(e) => {
                 st.stats.entry(key.clone()).or_default().failed_loads += 1;
                 st.slots.remove(key);
-                Err(e)
+                Err(AcquireError::Load(e))
             }
         };
         drop(st);
@@ -146,6 +183,12 @@ impl<M: Resident> ModelTable<M> {
         let mut v: Vec<(ModelKey, KeyStats)> = st.stats.iter().map(|(k, s)| (k.clone(), s.clone())).collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
+    }
+
+    /// Entries in the table, loading or loaded: 0 once every model is released and no load
+    /// is under way.
+    pub fn entries(&self) -> usize {
+        self.lock().slots.len()
     }
 
     /// Sum over keys: (loads, live models, resident bytes).
