@@ -290,3 +290,78 @@ fn a_node_the_interpreter_lacks_makes_the_program_not_supported_here_not_wrong()
     let e = Session::new(&loaded, &rt).load("forward").err().expect("refused at init");
     assert_eq!(e.unsupported_here().as_deref(), Some("backend:XnnpackBackend node XNNGelu"), "{e}");
 }
+
+#[test]
+fn a_cpu_matrix_product_allows_its_summation_order() {
+    // x[1, 64] @ w[64, 1] on the CPU: 2·γ(64)·Σ|xᵢwᵢ| and one rounding; no flush on the CPU.
+    let k = 64;
+    let w: Vec<f64> = (0..k).map(|i| if i % 3 == 0 { -1.25 } else { 0.5 }).collect();
+    let x: Vec<f32> = (0..k).map(|i| 0.25 + i as f32 / 32.0).collect();
+    let mut g = GraphBuilder::new(vec![f32_const(vec![k, 1], w.clone())], vec![f32_tensor(vec![1, k])]);
+    let out = g.op(Op::Mm, &[g.input(0), g.constant(0)]);
+    let input = Val::Tensor(Tensor { shape: vec![1, k], data: Data::F32(x.clone()) });
+    let r = bounded(&program(g.finish(&[out]), None, vec![]), &[input]);
+    let s: f64 = x.iter().zip(&w).map(|(a, b)| (f64::from(*a) * b).abs()).sum();
+    at_the_edge("cpu mm", &r, 0, rounded(2.0 * gamma(k) * s, output(&r, 0)));
+}
+
+#[test]
+fn a_batched_product_in_xnnpack_allows_each_batchs_reduction() {
+    // bmm of a[2, 1, 8] and b[2, 8, 1]: per batch 2·γ(8)·Σ|aᵢbᵢ|, one rounding and a
+    // smallest normal per partial product and the result.
+    let value = |id: u32, ext: u32, flags: u32, dims: Vec<u32>| {
+        XValue::Tensor(TensorValue {
+            datatype: 1,
+            num_dims: dims.len() as u32,
+            dims: Some(dims),
+            constant_buffer_idx: 0,
+            external_id: ext,
+            flags,
+            id_out: id,
+            dq_datatype: 0,
+        })
+    };
+    let g = XnnGraph {
+        version: Some("0".into()),
+        nodes: vec![XNode {
+            node_type: NodeType::XNNBatchMatrixMultiply,
+            payload: Payload::Node2x1 { input1_id: 0, input2_id: 1, output_id: 2, flags: 0 },
+            debug_handle: 0,
+            output_min_max: None,
+        }],
+        values: vec![
+            value(0, 0, FLAG_EXTERNAL_INPUT, vec![2, 1, 8]),
+            value(1, 1, FLAG_EXTERNAL_INPUT, vec![2, 8, 1]),
+            value(2, 2, FLAG_EXTERNAL_OUTPUT, vec![2, 1, 1]),
+        ],
+        num_externs: 3,
+        input_ids: Some(vec![0, 1]),
+        output_ids: Some(vec![2]),
+        constant_buffer: None,
+        mem_buffer_sizes: None,
+        constant_data: Some(vec![ConstantEntry { offset: 0, size: 0, named_key: None }]),
+    };
+    // The IR has no batched product: the module's graph gives the output's type only.
+    let shape_only = f32_const(vec![2, 1, 1], vec![0.0; 2]);
+    let m = GraphBuilder::new(vec![shape_only], vec![f32_tensor(vec![2, 1, 8]), f32_tensor(vec![2, 8, 1])]);
+    let r = m.constant(0);
+    let module = LoweredModule {
+        backend: xnnpack::ID.into(),
+        graph: m.finish(&[r]),
+        processed: pte::xnnpack::write(&g, &[]),
+        compile_specs: vec![],
+        share_handle_across_calls: true,
+        scratch_specs: vec![],
+    };
+    let mut c = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, 1, 8]), f32_tensor(vec![2, 8, 1])]);
+    let out = c.node(Node::Call { module: 0, args: vec![c.input(0), c.input(1)] }, 1)[0];
+    let a: Vec<f32> = (0..16).map(|i| 1.0 + i as f32 / 8.0).collect();
+    let b: Vec<f32> = (0..16).map(|i| if i % 2 == 0 { 0.75 } else { -0.5 }).collect();
+    let t = |shape: Vec<usize>, v: &[f32]| Val::Tensor(Tensor { shape, data: Data::F32(v.to_vec()) });
+    let r = bounded(&program(c.finish(&[out]), Some(module), vec![]), &[t(vec![2, 1, 8], &a), t(vec![2, 8, 1], &b)]);
+    for batch in 0..2 {
+        let s: f64 = (0..8).map(|i| (f64::from(a[batch * 8 + i]) * f64::from(b[batch * 8 + i])).abs()).sum();
+        let want = rounded(2.0 * gamma(8) * s, output(&r, batch)) + 9.0 * f64::from(f32::MIN_POSITIVE);
+        at_the_edge("batch matrix multiply", &r, batch, want);
+    }
+}
