@@ -211,7 +211,8 @@ pub struct CampaignArgs {
     #[arg(long, requires = "exporter")]
     pub examples: bool,
     /// Check every case an exporter campaign recorded in DIR again (no exporter, no Python):
-    /// the same report (with --runner, run there too).
+    /// the same report (with --runner, run there too). DIR may be one case folder with its
+    /// `hello.json` (a finding).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["exporter", "processes"])]
     pub recorded: Option<PathBuf>,
 }

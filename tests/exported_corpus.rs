@@ -170,3 +170,25 @@ fn a_recorded_case_that_cannot_be_read_is_an_outcome_naming_its_file_and_the_res
     let e = replay_record(&dir, None).expect_err("no hello");
     assert!(e.to_string().contains("hello.json"), "{e}");
 }
+
+/// Each finding ExecuTorch's emitter made (`corpus/findings/emitter-control-flow-output-*`)
+/// still reproduces from its folder alone, without Python: `campaign --recorded FOLDER` checks
+/// ExecuTorch's recorded emission again and finds the wrong output (I6), although the
+/// generator no longer draws these programs for their original seed and case.
+#[test]
+fn every_emitter_finding_reproduces_from_its_folder() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/findings");
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("corpus/findings")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("emitter-")))
+        .collect();
+    folders.sort();
+    assert_eq!(folders.len(), 4, "{folders:?}");
+    for f in folders {
+        let r = replay_record(&f, None).expect("the finding reads back");
+        assert_eq!((r.cases, r.built), (1, 1), "{}", f.display());
+        let kinds: Vec<&str> = r.findings.iter().map(|x| x.kind.as_str()).collect();
+        assert_eq!(kinds, ["I6"], "{}: {:?}", f.display(), r.findings);
+    }
+}

@@ -671,7 +671,8 @@ fn shrunk(
     attempt(&small)
 }
 
-/// Checks every case recorded in `dir` (`--record`) again, as the campaign that recorded it did,
+/// Checks every case recorded in `dir` (`--record`; or `dir` itself when it is one case with
+/// its `hello.json`) again, as the campaign that recorded it did,
 /// without the exporter (and with `runner`, in the runner too, its files written under
 /// `workdir`): the same report, read from the files.
 pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Result<ExportReport, RecordError> {
@@ -691,11 +692,16 @@ pub fn replay_record(dir: &Path, mut runner: Option<(&mut Runner, &Path)>) -> Re
     if let Some((_, work)) = &runner {
         std::fs::create_dir_all(work).map_err(|e| bad(work.to_path_buf(), e.to_string()))?;
     }
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| bad(dir.to_path_buf(), e.to_string()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
+    // A folder that is itself a case (a finding kept with its hello) is the one case.
+    let mut cases: Vec<PathBuf> = if dir.join("program.json").is_file() {
+        vec![dir.to_path_buf()]
+    } else {
+        std::fs::read_dir(dir)
+            .map_err(|e| bad(dir.to_path_buf(), e.to_string()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect()
+    };
     cases.sort();
     for (i, case) in cases.iter().enumerate() {
         report.cases += 1;
