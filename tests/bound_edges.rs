@@ -58,20 +58,23 @@ fn calling(n: usize) -> Graph {
     g.finish(&[out])
 }
 
+/// An fp32 XNNPACK value `id` of shape `dims`, external `ext` with `flags`.
+fn xvalue(id: u32, ext: u32, flags: u32, dims: Vec<u32>) -> XValue {
+    XValue::Tensor(TensorValue {
+        datatype: 1,
+        num_dims: dims.len() as u32,
+        dims: Some(dims),
+        constant_buffer_idx: 0,
+        external_id: ext,
+        flags,
+        id_out: id,
+        dq_datatype: 0,
+    })
+}
+
 /// A hand-built XNNPACK blob: x[n] (external 0) → one `node_type` node → y[n] (external 1).
 fn one_node_blob(node_type: NodeType, n: usize) -> LoweredModule {
-    let value = |id: u32, ext: u32, flags: u32| {
-        XValue::Tensor(TensorValue {
-            datatype: 1,
-            num_dims: 1,
-            dims: Some(vec![n as u32]),
-            constant_buffer_idx: 0,
-            external_id: ext,
-            flags,
-            id_out: id,
-            dq_datatype: 0,
-        })
-    };
+    let value = |id: u32, ext: u32, flags: u32| xvalue(id, ext, flags, vec![n as u32]);
     let g = XnnGraph {
         version: Some("0".into()),
         nodes: vec![XNode {
@@ -309,18 +312,7 @@ fn a_cpu_matrix_product_allows_its_summation_order() {
 fn a_batched_product_in_xnnpack_allows_each_batchs_reduction() {
     // bmm of a[2, 1, 8] and b[2, 8, 1]: per batch 2·γ(8)·Σ|aᵢbᵢ|, one rounding and a
     // smallest normal per partial product and the result.
-    let value = |id: u32, ext: u32, flags: u32, dims: Vec<u32>| {
-        XValue::Tensor(TensorValue {
-            datatype: 1,
-            num_dims: dims.len() as u32,
-            dims: Some(dims),
-            constant_buffer_idx: 0,
-            external_id: ext,
-            flags,
-            id_out: id,
-            dq_datatype: 0,
-        })
-    };
+    let value = xvalue;
     let g = XnnGraph {
         version: Some("0".into()),
         nodes: vec![XNode {

@@ -16,8 +16,9 @@ use crate::ir::bound::{Bound, Context, op_bound};
 use crate::ir::kernels::eval_op;
 use crate::ir::value::Val;
 use crate::program::{ExecutionPlan, Instruction};
+use crate::runtime::frame::WorkLeft;
 use crate::runtime::value::Value;
-use crate::runtime::{Frame, HostValue, Method, Runtime, RuntimeError, Session, Site, Watcher};
+use crate::runtime::{DEFAULT_WORK_BUDGET, Frame, HostValue, Method, Runtime, RuntimeError, Session, Site, Watcher};
 use host::{decode_numeric as decode, f32_tensor};
 use kernel::Rule;
 
@@ -289,7 +290,11 @@ impl BoundWatcher<'_, '_> {
             let given: Vec<(Option<xnnpack::interp::T>, Bound)> =
                 values.iter().zip(&errs).map(|(v, e)| (host::xnn_tensor(v), e.clone())).collect();
             let limit = frame.memory_limit / 4;
-            let outs = xnnpack::bounded(blob, &named, &given, limit).map_err(|e| format!("{id}: {}", e.detail))?;
+            // Its own work budget, as large as an execution's: the method's is not spent twice.
+            let work = WorkLeft::new(DEFAULT_WORK_BUDGET);
+            let spend = |n: u64, what: &dyn std::fmt::Display| work.spend(n, what);
+            let outs =
+                xnnpack::bounded(blob, &named, &given, limit, &spend).map_err(|e| format!("{id}: {}", e.detail))?;
             return Ok(outs.into_iter().filter_map(|(ext, b)| args.get(ext as usize).map(|v| (*v, b))).collect());
         }
         if id == compiler_demo::ID {

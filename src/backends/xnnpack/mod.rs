@@ -333,69 +333,48 @@ pub fn lowerable(g: &Graph) -> bool {
 }
 
 /// Runs `processed` (with `named`) as the backend does on a call's arguments (`args`: each
-/// argument's tensor, if it is a float32 one, and its bound; external id = argument position)
-/// and bounds every value: the outputs' bounds by external id.
+/// argument's tensor, if it is a float32 one, and its bound; external id = argument position),
+/// under the same memory and work limits (`spend`), and bounds every value node by node: the
+/// outputs' bounds by external id.
 pub fn bounded(
     processed: &[u8],
     named: &[(&str, &[u8])],
     args: &[(Option<T>, Bound)],
     limit: usize,
+    spend: Spend<'_>,
 ) -> OpResult<Vec<(u32, Bound)>> {
     let c: Compiled = compile(processed, named, "bounded delegate")?;
     let g = &c.blob.blob.graph;
-    let by_ext: std::collections::BTreeMap<u32, usize> = c.inputs.iter().copied().collect();
-    let mut known: Vec<Option<(T, Bound)>> = vec![None; g.values.len()];
-    for (v, bytes) in &c.blob.constants {
-        let shape: Vec<usize> = g.values[*v].tensor().shape().iter().map(|d| *d as usize).collect();
-        let n = crate::runtime::value::checked_numel(&shape).filter(|n| *n <= limit).ok_or_else(|| {
-            OpError::new(
-                ErrorCode::MemoryAllocationFailed,
-                format!("constant xvalues[{v}] {shape:?} exceeds {limit} elements"),
-            )
-        })?;
-        let data = f32s(bytes.get(..n * 4).unwrap_or(&[]));
-        known[*v] = Some((T::new(shape, data), Bound::Exact));
-    }
-    for (&ext, &v) in &by_ext {
+    let mut bounds: Vec<Bound> = vec![Bound::Exact; g.values.len()];
+    let mut inputs = Vec::with_capacity(c.inputs.len());
+    for &(ext, v) in &c.inputs {
         let (t, b) = args
             .get(ext as usize)
             .and_then(|(t, b)| Some((t.clone()?, b.clone())))
             .ok_or_else(|| OpError::new(ErrorCode::InvalidArgument, format!("argument {ext} is no float32 tensor")))?;
-        known[v] = Some((t, b));
+        bounds[v] = b;
+        inputs.push((v, t));
     }
+    let vals = c.evaluate(inputs, limit, spend)?;
+    // The values are the interpreter's; each node's bound follows from its operands' (in the
+    // order it ran them, so every operand is bounded before its readers).
+    let computed = |v: usize, what: &dyn std::fmt::Display| {
+        vals[v].as_ref().ok_or_else(|| OpError::new(ErrorCode::Internal, format!("{what} was not computed")))
+    };
     for &i in &c.blob.order {
         let node = &g.nodes[i];
-        let failed = |what: String| {
-            OpError::new(ErrorCode::Internal, format!("xnodes[{i}] ({}): {what}", node.node_type.name()))
-        };
-        let ins = node
-            .payload
-            .inputs(node.node_type)
-            .into_iter()
-            .map(|(field, id)| {
-                c.blob
-                    .by_id
-                    .get(&id)
-                    .and_then(|v| known[*v].as_ref())
-                    .map(|(t, b)| (t, b))
-                    .ok_or_else(|| failed(format!("{field} = {id} has no value yet")))
-            })
+        let at = |v: &u32| c.blob.by_id.get(v).copied();
+        let ids: Vec<usize> = node.payload.inputs(node.node_type).iter().filter_map(|(_, id)| at(id)).collect();
+        let ins = ids
+            .iter()
+            .map(|v| computed(*v, &format_args!("xnodes[{i}] operand xvalues[{v}]")).map(|t| (t, &bounds[*v])))
             .collect::<OpResult<Vec<(&T, &Bound)>>>()?;
-        let values: Vec<&T> = ins.iter().map(|(t, _)| *t).collect();
-        let out = interp::run_node(node, &values, limit).map_err(|e| failed(e.to_string()))?;
-        let bound = bound::node_bound(node, &ins, &out);
-        for (field, id) in node.payload.outputs() {
-            let v = *c.blob.by_id.get(&id).ok_or_else(|| failed(format!("{field} = {id} undefined")))?;
-            known[v] = Some((out.clone(), bound.clone()));
+        let outs: Vec<usize> = node.payload.outputs().iter().filter_map(|(_, id)| at(id)).collect();
+        let Some(&first) = outs.first() else { continue };
+        let bound = bound::node_bound(node, &ins, computed(first, &format_args!("xnodes[{i}] result"))?);
+        for v in outs {
+            bounds[v] = bound.clone();
         }
     }
-    c.outputs
-        .iter()
-        .map(|&(ext, v)| {
-            known[v]
-                .as_ref()
-                .map(|(_, b)| (ext, b.clone()))
-                .ok_or_else(|| OpError::new(ErrorCode::Internal, format!("external output {ext} was not computed")))
-        })
-        .collect()
+    Ok(c.outputs.iter().map(|&(ext, v)| (ext, bounds[v].clone())).collect())
 }
