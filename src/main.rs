@@ -128,12 +128,11 @@ fn inspect(a: InspectArgs) -> CmdResult {
     } else {
         Form::Text
     };
-    let registered = ptecheck::backends::default_runtime().registry.ids();
     let mut status = Exit::Ok;
     for path in &files {
         let shown = path.display().to_string();
         let doc = read_input(path).map_err(|Rejected(e)| (e, None)).and_then(|bytes| {
-            document(&bytes, form, (files.len() > 1).then_some(shown.as_str()), &registered)
+            document(&bytes, form, (files.len() > 1).then_some(shown.as_str()), &campaign::methods::check_file)
                 .map_err(|(e, doc)| (format!("{e} ({shown})"), doc))
         });
         match doc {
@@ -155,8 +154,7 @@ fn pretty(v: &serde_json::Value) -> String {
 fn check(a: CheckArgs) -> CmdResult {
     let bytes = read_input(&a.file)?;
     let loaded = format::load(&bytes)?;
-    let registered = ptecheck::backends::default_runtime().registry.ids();
-    let r = campaign::methods::check_program(&loaded, &registered);
+    let r = campaign::methods::check_file(&loaded);
     for (v, code) in &r.broken {
         eprintln!("error: {v} [{code:?}]");
     }

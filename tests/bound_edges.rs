@@ -17,6 +17,7 @@ use ptecheck::ir::value::{Data, Tensor, Val};
 use ptecheck::ir::{Graph, IrMethod, IrProgram, LoweredModule, Node, Op};
 use ptecheck::oracle::values::{Verdict, compare, encode};
 use ptecheck::runtime::Session;
+use ptecheck::runtime::verdict::LoadVerdict;
 
 /// Sigmoid's measured ulps.
 const SIGMOID_ULPS: f64 = 4.0;
@@ -292,6 +293,28 @@ fn a_node_the_interpreter_lacks_makes_the_program_not_supported_here_not_wrong()
     let rt = default_runtime();
     let e = Session::new(&loaded, &rt).load("forward").err().expect("refused at init");
     assert_eq!(e.unsupported_here().as_deref(), Some("backend:XnnpackBackend node XNNGelu"), "{e}");
+    // `check` and `inspect` initialise the delegates too, and say the same.
+    let r = ptecheck::campaign::methods::check_file(&loaded);
+    assert_eq!(r.verdict(), LoadVerdict::NotSupportedHere, "{r}");
+    assert_eq!(r.unsupported, ["backend:XnnpackBackend node XNNGelu"]);
+}
+
+#[test]
+fn a_value_without_a_datatype_breaks_a_rule_and_is_not_called_unsupported() {
+    let mut m = one_node_blob(NodeType::XNNAbs, 2);
+    let mut g = pte::xnnpack::load(&m.processed, None).expect("loads").blob.graph;
+    if let XValue::Tensor(t) = &mut g.values[1] {
+        t.datatype = 0;
+    }
+    m.processed = pte::xnnpack::write(&g, &[]);
+    let bytes = emit(&program(calling(2), Some(m), vec![]), &EmitOptions::default())
+        .expect("emits")
+        .to_bytes()
+        .expect("writes");
+    let loaded = format::load(&bytes).expect("loads");
+    let r = ptecheck::campaign::methods::check_file(&loaded);
+    assert_eq!(r.verdict(), LoadVerdict::BreaksARule, "{r}");
+    assert!(r.broken[0].0.contains("datatype invalid"), "{r}");
 }
 
 #[test]

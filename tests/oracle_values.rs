@@ -100,7 +100,11 @@ fn a_bound_admits_what_it_covers_and_nothing_else() {
     assert_eq!(compare(&want, &bound, &f32s(&[1.1, 2.0])), Verdict::Mismatch);
     assert_eq!(compare(&want, &bound, &f32s(&[1.0, f32::NAN])), Verdict::Mismatch);
     assert_eq!(compare(&want, &Bound::Abs(vec![0.0, f64::INFINITY]), &f32s(&[1.0, f32::NAN])), Verdict::WithinBound);
-    assert_eq!(compare(&want, &Bound::Any, &HostValue::Int(0)), Verdict::WithinBound);
+    // Anything in value, never in kind, dtype or shape.
+    assert_eq!(compare(&want, &Bound::Any, &f32s(&[f32::NAN, -7.0])), Verdict::WithinBound);
+    assert_eq!(compare(&want, &Bound::Any, &HostValue::Int(0)), Verdict::Mismatch);
+    assert_eq!(compare(&want, &Bound::Any, &f32s(&[1.0])), Verdict::Mismatch);
+    assert_eq!(compare(&HostValue::Int(3), &Bound::Any, &HostValue::Int(4)), Verdict::WithinBound);
     assert_eq!(compare(&want, &Bound::Flags(vec![false, true]), &f32s(&[1.0, 9.0])), Verdict::WithinBound);
     assert_eq!(compare(&want, &Bound::Flags(vec![false, true]), &f32s(&[9.0, 2.0])), Verdict::Mismatch);
     assert_eq!(compare(&want, &bound, &f32s(&[1.0])), Verdict::Mismatch);

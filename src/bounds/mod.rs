@@ -56,7 +56,19 @@ pub fn run_loaded(
     framework: bool,
 ) -> Result<Bounded, RuntimeError> {
     let ctx = Context { framework, approximate: false };
-    run_nested(method, loaded, inputs, &vec![Bound::Exact; inputs.len()], ctx, 0)
+    let mut b = run_nested(method, loaded, inputs, &vec![Bound::Exact; inputs.len()], ctx, 0)?;
+    // Every output element that may be anything is said, whatever made it so.
+    for (i, (out, bound)) in b.outputs.iter().zip(&b.bounds).enumerate() {
+        let n = match out {
+            HostValue::Tensor(t) => t.sizes.iter().product(),
+            _ => 1,
+        };
+        let free = bound.abs_of(n).iter().filter(|e| e.is_infinite()).count();
+        if free > 0 {
+            b.notes.push(format!("output {i}: {free} of {n} elements may be anything"));
+        }
+    }
+    Ok(b)
 }
 
 fn run_nested(

@@ -28,17 +28,44 @@ pub fn select_methods(method: Option<&str>, given: bool, all: Option<&[String]>)
     Ok(methods)
 }
 
-/// The exit code of one method's failure: a kernel or backend missing here, a method or input
-/// the caller named wrongly, or a failed run.
+/// The exit code of one method's failure: a kernel or backend missing here (3); a rule the
+/// program breaks at load — an init-time check, a value the runtime refuses, a backend refusing
+/// its blob — or a method or input the caller named wrongly (2); a failed run (1).
 pub fn exit_of(e: &RuntimeError) -> Exit {
     match e {
         e if e.unsupported_here().is_some() => Exit::Unavailable,
-        RuntimeError::MethodNotFound(_) | RuntimeError::Input { .. } => Exit::Rejected,
+        RuntimeError::MethodNotFound(_)
+        | RuntimeError::Input { .. }
+        | RuntimeError::Check(_)
+        | RuntimeError::Value { .. }
+        | RuntimeError::InitFailed { .. } => Exit::Rejected,
         _ => Exit::Failed,
     }
 }
 
 pub use crate::runtime::verdict::{CheckReport, LoadVerdict, check_program};
+
+/// What `check` says of a loaded program: every init-time check, then — as `Method::init` does
+/// — every method loaded with its delegates initialised by the default backends, so a backend
+/// refusing its blob is a broken rule and one lacking a node or dtype is not supported here.
+pub fn check_file(loaded: &crate::format::LoadedProgram<'_>) -> CheckReport {
+    let rt = crate::backends::default_runtime();
+    let mut report = check_program(loaded, &rt.registry.ids());
+    if !report.broken.is_empty() {
+        return report;
+    }
+    let session = Session::new(loaded, &rt);
+    for name in session.method_names() {
+        let Err(e) = session.load(&name) else { continue };
+        match e.unsupported_here() {
+            Some(u) if !report.unsupported.contains(&u) => report.unsupported.push(u),
+            Some(_) => {}
+            None => report.broken.push((e.to_string(), e.code())),
+        }
+    }
+    report.unsupported.sort();
+    report
+}
 
 impl CheckReport {
     /// Rejected (2) when it breaks a rule; else unavailable (3) when it uses what the runtime here

@@ -13,7 +13,7 @@ use crate::oracle::values::{Gap, Verdict, compare, largest_gap};
 use crate::program::ScalarType;
 use crate::runtime::io::{IoError, IoFault, ioerr, list_from_json};
 use crate::runtime::value::decode_f64;
-use crate::runtime::{HostValue, Session, TraceSummary};
+use crate::runtime::{HostValue, RuntimeError, Session, TraceSummary};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::fmt;
@@ -106,6 +106,10 @@ pub struct RunOutcome {
     /// What the reference runtime lacks to run it (`kernel:NAME`, `backend:ID`), when that
     /// is why it did not run.
     pub unsupported_here: Option<String>,
+    /// Why the method did not load, when it did not: a rule the program breaks, or what is
+    /// not supported here (`campaign::methods::exit_of` says which).
+    #[serde(skip)]
+    pub load_error: Option<RuntimeError>,
 }
 
 /// One recorded run: inputs, expected outputs, and their tolerances if recorded.
@@ -135,16 +139,15 @@ impl ReplayReport {
         self.runs.iter().filter_map(|o| o.max_ulps).max()
     }
 
-    /// Ok when every run matched; unavailable when every run that did not could not run here
-    /// (a kernel or backend the reference runtime lacks); failed otherwise.
+    /// The worst over the runs: a method that did not load as `run` says it (a broken rule 2,
+    /// not supported here 3); any other run that did not match failed (1); else ok.
     pub fn exit(&self) -> Exit {
-        if self.all_ok() {
-            Exit::Ok
-        } else if self.runs.iter().all(|o| o.ok || o.unsupported_here.is_some()) {
-            Exit::Unavailable
-        } else {
-            Exit::Failed
-        }
+        self.runs.iter().fold(Exit::Ok, |x, o| match (&o.load_error, o.ok) {
+            (_, true) => x,
+            (Some(e), false) => x.max(super::methods::exit_of(e)),
+            (None, false) if o.unsupported_here.is_some() => x.max(Exit::Unavailable),
+            (None, false) => x.max(Exit::Failed),
+        })
     }
 
     /// `{"runs", "all_ok", "max_ulps", "trace"}`.
@@ -251,6 +254,7 @@ pub fn run_expect_scaled(session: &Session<'_, '_>, io: &Value, scale: f64) -> R
             unbounded: Vec::new(),
             detail: None,
             unsupported_here: None,
+            load_error: None,
         };
         // One loaded method serves every run, in order, as the recording did.
         let mut method = match session.load(name) {
@@ -260,6 +264,7 @@ pub fn run_expect_scaled(session: &Session<'_, '_>, io: &Value, scale: f64) -> R
                     out.push(RunOutcome {
                         detail: Some(e.to_string()),
                         unsupported_here: e.unsupported_here(),
+                        load_error: Some(e.clone()),
                         ..outcome(run)
                     });
                 }

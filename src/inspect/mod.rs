@@ -11,7 +11,7 @@ pub mod xnnpack;
 
 use crate::format::{LoadedProgram, LoadedPtd};
 use crate::program::{DataLocation, EValue, Instruction, sha256_hex};
-use crate::runtime::verdict::check_program;
+use crate::runtime::verdict::CheckReport;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -453,13 +453,12 @@ pub fn is_ptd(bytes: &[u8]) -> bool {
 /// the file in the document (a JSON `file` member, a heading line or a graph comment) when
 /// several are shown, so that no document can be taken for another file's. `Err`: why the
 /// loader refused it, and the document that says so when one is due (JSON of several files).
-/// A program's text and JSON end with the runtime's verdict on it (`registered`: the backend
-/// ids the runtime here has).
+/// A program's text and JSON end with the verdict `judge` gives it (what `check` says).
 pub fn document(
     bytes: &[u8],
     form: Form,
     file: Option<&str>,
-    registered: &[String],
+    judge: &dyn Fn(&LoadedProgram<'_>) -> CheckReport,
 ) -> Result<String, (String, Option<String>)> {
     let named = |mut v: Value| {
         if let (Some(f), Some(o)) = (file, v.as_object_mut()) {
@@ -490,13 +489,13 @@ pub fn document(
             Ok(l) if form == Form::Json => {
                 let mut doc = to_json(&l);
                 if let Some(o) = doc.as_object_mut() {
-                    o.insert("verdict".into(), check_program(&l, registered).to_json());
+                    o.insert("verdict".into(), judge(&l).to_json());
                 }
                 named(doc)
             }
             Ok(l) if form == Form::Dot => to_dot(&l),
             Ok(l) => {
-                let verdict = check_program(&l, registered);
+                let verdict = judge(&l);
                 format!("{}verdict: {verdict}", to_text(&l))
             }
             Err(e) => return Err(refused(e.to_string())),

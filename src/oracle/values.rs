@@ -137,12 +137,18 @@ pub fn compare(want: &HostValue, bound: &Bound, got: &HostValue) -> Verdict {
     if same(want, got) {
         return Verdict::Exact;
     }
-    if matches!(bound, Bound::Any) {
-        return Verdict::WithinBound;
+    // A bound says how far values may be; kind, dtype and shape are never free.
+    if std::mem::discriminant(want) != std::mem::discriminant(got) {
+        return Verdict::Mismatch;
     }
-    let (HostValue::Tensor(w), HostValue::Tensor(g)) = (want, got) else { return Verdict::Mismatch };
+    let (HostValue::Tensor(w), HostValue::Tensor(g)) = (want, got) else {
+        return if matches!(bound, Bound::Any) { Verdict::WithinBound } else { Verdict::Mismatch };
+    };
     if w.dtype != g.dtype || w.sizes != g.sizes || w.data.len() != g.data.len() {
         return Verdict::Mismatch;
+    }
+    if matches!(bound, Bound::Any) {
+        return Verdict::WithinBound;
     }
     let n = w.sizes.iter().product::<usize>();
     let ok = match (bound, floats(w), floats(g)) {
@@ -211,6 +217,9 @@ pub struct Gap {
 /// `largest gap G at element I, R of its bound B` (`past` for a gap beyond a bound of 0).
 impl std::fmt::Display for Gap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.bound.is_infinite() {
+            return write!(f, "largest gap {:e} at element {}, whose bound allows anything", self.gap, self.index);
+        }
         let share = if self.ratio.is_finite() { format!("{:.3}", self.ratio) } else { "past".into() };
         write!(f, "largest gap {:e} at element {}, {share} of its bound {:e}", self.gap, self.index, self.bound)
     }

@@ -13,7 +13,7 @@
 use super::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long an acquire waits, by default, for another thread's load of the same key.
 pub const WAIT_LIMIT: Duration = Duration::from_secs(30);
@@ -106,7 +106,8 @@ impl<M: Resident> ModelTable<M> {
     /// Returns the model for `key`, loading it with `load` if no delegate holds it.
     pub fn acquire<E>(&self, key: &ModelKey, load: impl FnOnce() -> Result<M, E>) -> Result<Arc<M>, AcquireError<E>> {
         let mut st = self.lock();
-        let mut waited = Duration::ZERO;
+        // One deadline for the whole acquire: wakes for other keys do not restart the wait.
+        let start = Instant::now();
         loop {
             match st.slots.get_mut(key) {
                 Some(Slot::Ready { model, refs }) => {
@@ -114,15 +115,11 @@ impl<M: Resident> ModelTable<M> {
                     return Ok(model.clone());
                 }
                 Some(Slot::Loading) => {
-                    if waited >= self.wait_limit {
+                    let waited = start.elapsed();
+                    let Some(left) = self.wait_limit.checked_sub(waited).filter(|l| !l.is_zero()) else {
                         return Err(AcquireError::Wait { key: key.clone(), waited });
-                    }
-                    let step = self.wait_limit - waited;
-                    let (guard, timeout) = self.changed.wait_timeout(st, step).unwrap_or_else(|p| p.into_inner());
-                    st = guard;
-                    if timeout.timed_out() {
-                        waited = self.wait_limit;
-                    }
+                    };
+                    st = self.changed.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
                 }
                 None => {
                     st.slots.insert(key.clone(), Slot::Loading);

@@ -90,6 +90,14 @@ fn compile(processed: &[u8], named: &[(&str, &[u8])], where_: &str) -> OpResult<
     let g = &blob.blob.graph;
     for (index, v) in g.values.iter().enumerate() {
         let t = v.tensor();
+        // Datatype 0 (absent) is no type: XNNPACK refuses to define the value, and ExecuTorch
+        // fails init with Internal. A rule the blob breaks, not something missing here.
+        if t.datatype() == Some(Datatype::Invalid) {
+            return Err(OpError::new(
+                ErrorCode::Internal,
+                format!("{where_}: xvalues[{index}] has datatype invalid (0), which XNNPACK cannot define"),
+            ));
+        }
         if matches!(v, XValue::Quantized { .. }) || t.datatype() != Some(Datatype::Fp32) || t.dq_datatype != 0 {
             let dt: &str = t.datatype().map_or("invalid", Into::into);
             let what = format!(
