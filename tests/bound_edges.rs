@@ -75,19 +75,36 @@ fn xvalue(id: u32, ext: u32, flags: u32, dims: Vec<u32>) -> XValue {
 
 /// A hand-built XNNPACK blob: x[n] (external 0) → one `node_type` node → y[n] (external 1).
 fn one_node_blob(node_type: NodeType, n: usize) -> LoweredModule {
-    let value = |id: u32, ext: u32, flags: u32| xvalue(id, ext, flags, vec![n as u32]);
-    let g = XnnGraph {
-        version: Some("0".into()),
-        nodes: vec![XNode {
-            node_type,
-            payload: Payload::Node1x1 { input_id: 0, output_id: 1, flags: 0 },
+    chain_blob(&[node_type], n)
+}
+
+/// A hand-built XNNPACK blob: x[n] (external 0) → each of `kinds` in turn → y[n] (external 1).
+fn chain_blob(kinds: &[NodeType], n: usize) -> LoweredModule {
+    let last = kinds.len() as u32;
+    let values = (0..=last)
+        .map(|id| match id {
+            0 => xvalue(0, 0, FLAG_EXTERNAL_INPUT, vec![n as u32]),
+            id if id == last => xvalue(id, 1, FLAG_EXTERNAL_OUTPUT, vec![n as u32]),
+            id => xvalue(id, u32::MAX, 0, vec![n as u32]),
+        })
+        .collect();
+    let nodes = kinds
+        .iter()
+        .zip(0u32..)
+        .map(|(node_type, i)| XNode {
+            node_type: *node_type,
+            payload: Payload::Node1x1 { input_id: i, output_id: i + 1, flags: 0 },
             debug_handle: 0,
             output_min_max: None,
-        }],
-        values: vec![value(0, 0, FLAG_EXTERNAL_INPUT), value(1, 1, FLAG_EXTERNAL_OUTPUT)],
+        })
+        .collect();
+    let g = XnnGraph {
+        version: Some("0".into()),
+        nodes,
+        values,
         num_externs: 2,
         input_ids: Some(vec![0]),
-        output_ids: Some(vec![1]),
+        output_ids: Some(vec![last]),
         constant_buffer: None,
         mem_buffer_sizes: None,
         constant_data: Some(vec![ConstantEntry { offset: 0, size: 0, named_key: None }]),
@@ -378,5 +395,67 @@ fn a_batched_product_in_xnnpack_allows_each_batchs_reduction() {
         let s: f64 = (0..8).map(|i| (f64::from(a[batch * 8 + i]) * f64::from(b[batch * 8 + i])).abs()).sum();
         let want = rounded(2.0 * gamma(8) * s, output(&r, batch)) + 9.0 * f64::from(f32::MIN_POSITIVE);
         at_the_edge("batch matrix multiply", &r, batch, want);
+    }
+}
+
+#[test]
+fn after_a_jump_that_may_go_the_other_way_only_what_it_may_write_is_free() {
+    // pred = mm(x, w) > 0 where the dot product cancels to 0: the cond may take either branch.
+    // Its result may be anything (noted); the product, written before the jump, keeps its bound.
+    let w = f32_const(vec![3, 1], vec![1.0, 1.0, 1.0]);
+    let mut g = GraphBuilder::new(vec![w], vec![f32_tensor(vec![1, 3])]);
+    let d = g.op(Op::Mm, &[g.input(0), g.constant(0)]);
+    let pred = g.op(Op::Gt { other: 0.0 }, &[d]);
+    let branch = |op: Op| {
+        let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1, 3])]);
+        let y = b.op(op, &[b.input(0)]);
+        b.finish(&[y])
+    };
+    let out = g.node(
+        Node::Cond { pred, then_graph: branch(Op::Sin), else_graph: branch(Op::Cos), operands: vec![g.input(0)] },
+        1,
+    )[0];
+    let p = program(g.finish(&[out, d]), None, vec![]);
+    let x = |v: &[f32]| Val::Tensor(Tensor { shape: vec![1, 3], data: Data::F32(v.to_vec()) });
+    let r = bounded(&p, &[x(&[1.0, 1e8, -1e8])]);
+    assert_eq!(r.bounds[0], Bound::Any, "{:?}", r.notes);
+    let product = r.bounds[1].abs_of(1)[0];
+    assert!(product.is_finite() && product > 0.0, "{:?}", r.bounds[1]);
+    assert!(r.notes.iter().any(|n| n.contains("may differ") && n.contains("1 of 2 outputs")), "{:?}", r.notes);
+    assert!(r.notes.iter().any(|n| n.contains("output 0: 3 of 3 elements may be anything")), "{:?}", r.notes);
+    // Far from the edge the decision is certain: nothing is free.
+    let r = bounded(&p, &[x(&[1.0, 2.0, 3.0])]);
+    assert_eq!(r.bounds[0], Bound::Exact, "{:?}", r.bounds);
+    assert!(r.bounds[1].abs_of(1)[0].is_finite(), "{:?}", r.bounds);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+}
+
+#[test]
+fn an_inexact_operand_carries_through_a_function_by_its_slope() {
+    // sin then tanh in XNNPACK: tanh's slope is at most 1, so its bound is sin's bound, its own
+    // 5 ulp, and one rounding.
+    let x = [0.5f32, 1000.0];
+    let r = bounded(
+        &program(calling(2), Some(chain_blob(&[NodeType::XNNSin, NodeType::XNNTanh], 2)), vec![]),
+        &[vec_val(&x)],
+    );
+    for (i, xi) in x.iter().enumerate() {
+        let s = f64::from(f64::from(*xi).sin() as f32);
+        let e_sin = rounded(8.0 * U + f64::from(*xi) * 2f64.powi(-36), s);
+        let y = output(&r, i);
+        at_the_edge("tanh of sin", &r, i, rounded(e_sin + XNNPACK_ACCURACY.tanh_ulps * ulp(y), y));
+    }
+}
+
+#[test]
+fn a_division_by_one_element_may_be_a_reciprocal_product() {
+    // x / c with a one-element c: the kernel may multiply by 1/c, two roundings: 2 ulp, and
+    // one rounding of the perturbed result.
+    let mut g = GraphBuilder::new(vec![f32_const(vec![1], vec![3.0])], vec![f32_tensor(vec![2])]);
+    let q = g.op(Op::Div, &[g.input(0), g.constant(0)]);
+    let r = bounded(&program(g.finish(&[q]), None, vec![]), &[vec_val(&[1.0, 10.0])]);
+    for i in 0..2 {
+        let y = output(&r, i);
+        at_the_edge("division by one element", &r, i, rounded(2.0 * ulp(y), y));
     }
 }

@@ -103,10 +103,52 @@ fn run_nested(
     let mut bounds: Vec<Bound> =
         plan.outputs.iter().flatten().map(|v| w.value_bound(usize::try_from(*v).unwrap_or(usize::MAX))).collect();
     if let Some(at) = w.undecided {
-        w.notes.push(format!("{name}: the jump at {at} reads a value that may differ; every output may"));
-        bounds = vec![Bound::Any; bounds.len()];
+        // Another execution may take the other way from `at`: every value an instruction
+        // reachable from there may write can be anything; values only written before keep
+        // their bounds.
+        let free = written_after(plan, at);
+        let outs: Vec<usize> =
+            plan.outputs.iter().flatten().map(|v| usize::try_from(*v).unwrap_or(usize::MAX)).collect();
+        let mut freed = 0;
+        for (b, v) in bounds.iter_mut().zip(&outs) {
+            if free.contains(v) {
+                *b = Bound::Any;
+                freed += 1;
+            }
+        }
+        w.notes.push(format!(
+            "{name}: the jump at {at} reads a value that may differ; {freed} of {} outputs are written past it",
+            outs.len()
+        ));
     }
     Ok(Bounded { outputs, bounds, notes: w.notes })
+}
+
+/// The values an instruction reachable from `at` (either way of its jump, and on through any
+/// later jump) may write: every argument of a kernel or delegate call (a kernel may have more
+/// than one out), a move's destination.
+fn written_after(plan: &ExecutionPlan, at: Site) -> std::collections::BTreeSet<usize> {
+    let mut written = std::collections::BTreeSet::new();
+    let Some(chain) = plan.chain_list().get(at.chain) else { return written };
+    let instrs = chain.instructions.as_deref().unwrap_or(&[]);
+    let mut seen = vec![false; instrs.len()];
+    let mut todo = vec![at.instruction];
+    let idx = |v: i32| usize::try_from(v).unwrap_or(usize::MAX);
+    while let Some(i) = todo.pop() {
+        let Some(ins) = instrs.get(i).filter(|_| !seen[i]) else { continue };
+        seen[i] = true;
+        todo.push(i + 1);
+        match ins {
+            Instruction::KernelCall(k) => written.extend(k.args.iter().flatten().map(|v| idx(*v))),
+            Instruction::DelegateCall(d) => written.extend(d.args.iter().flatten().map(|v| idx(*v))),
+            Instruction::MoveCall(m) => {
+                written.insert(idx(m.move_to));
+            }
+            Instruction::JumpFalseCall(j) => todo.push(idx(j.destination_instruction)),
+            _ => {}
+        }
+    }
+    written
 }
 
 /// What an instruction read before it ran.
