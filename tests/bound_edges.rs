@@ -4,6 +4,8 @@
 
 #![forbid(unsafe_code)]
 
+mod common;
+
 use pte::xnnpack::{
     ConstantEntry, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, NodeType, Payload, TensorValue, XNode, XValue, XnnGraph,
 };
@@ -400,22 +402,9 @@ fn a_batched_product_in_xnnpack_allows_each_batchs_reduction() {
 
 #[test]
 fn after_a_jump_that_may_go_the_other_way_only_what_it_may_write_is_free() {
-    // pred = mm(x, w) > 0 where the dot product cancels to 0: the cond may take either branch.
-    // Its result may be anything (noted); the product, written before the jump, keeps its bound.
-    let w = f32_const(vec![3, 1], vec![1.0, 1.0, 1.0]);
-    let mut g = GraphBuilder::new(vec![w], vec![f32_tensor(vec![1, 3])]);
-    let d = g.op(Op::Mm, &[g.input(0), g.constant(0)]);
-    let pred = g.op(Op::Gt { other: 0.0 }, &[d]);
-    let branch = |op: Op| {
-        let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1, 3])]);
-        let y = b.op(op, &[b.input(0)]);
-        b.finish(&[y])
-    };
-    let out = g.node(
-        Node::Cond { pred, then_graph: branch(Op::Sin), else_graph: branch(Op::Cos), operands: vec![g.input(0)] },
-        1,
-    )[0];
-    let p = program(g.finish(&[out, d]), None, vec![]);
+    // A cond on a product that cancels to 0: its result may be anything (noted); the product,
+    // written before the jump, keeps its bound.
+    let p = program(common::cond_on_a_cancelling_product(), None, vec![]);
     let x = |v: &[f32]| Val::Tensor(Tensor { shape: vec![1, 3], data: Data::F32(v.to_vec()) });
     let r = bounded(&p, &[x(&[1.0, 1e8, -1e8])]);
     assert_eq!(r.bounds[0], Bound::Any, "{:?}", r.notes);

@@ -2,8 +2,10 @@
 
 #![forbid(unsafe_code)]
 
+mod common;
+
 use ptecheck::ir::bound::{Bound, SIN_COS_RANGE, approximate, of_op, ulp};
-use ptecheck::ir::build::{GraphBuilder, f32_const, f32_tensor};
+use ptecheck::ir::build::{GraphBuilder, f32_tensor};
 use ptecheck::ir::eval::run_method;
 use ptecheck::ir::kernels::eval_op;
 use ptecheck::ir::value::{Data, Tensor, Val};
@@ -106,21 +108,8 @@ fn bounds_propagate_and_comparisons_near_the_edge_may_flip() {
 #[test]
 fn a_cond_on_a_predicate_that_may_flip_says_nothing_of_its_result() {
     // pred = mm(x, w) > 0 where the dot product cancels to 0: the branch may go either way.
-    let w = f32_const(vec![3, 1], vec![1.0, 1.0, 1.0]);
-    let mut g = GraphBuilder::new(vec![w], vec![f32_tensor(vec![1, 3])]);
-    let d = g.op(Op::Mm, &[g.input(0), g.constant(0)]);
-    let pred = g.op(Op::Gt { other: 0.0 }, &[d]);
-    let branch = |op: Op| {
-        let mut b = GraphBuilder::new(vec![], vec![f32_tensor(vec![1, 3])]);
-        let y = b.op(op, &[b.input(0)]);
-        b.finish(&[y])
-    };
-    let out = g.node(
-        Node::Cond { pred, then_graph: branch(Op::Sin), else_graph: branch(Op::Cos), operands: vec![g.input(0)] },
-        1,
-    )[0];
     let p = IrProgram {
-        methods: vec![IrMethod { name: "forward".into(), graph: g.finish(&[out, d]) }],
+        methods: vec![IrMethod { name: "forward".into(), graph: common::cond_on_a_cancelling_product() }],
         ..Default::default()
     };
     let r = run_method(&p, "forward", &[f(&[1, 3], &[1.0, 1e8, -1e8])]).expect("runs");
