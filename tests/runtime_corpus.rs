@@ -165,3 +165,22 @@ fn xnnpack_one_handle_shared_by_three_call_sites() {
     assert_eq!(s.executes, 3 * outcomes.len());
     assert_eq!(s.executes_per_site.len(), 3, "three call sites: {:?}", s.executes_per_site);
 }
+
+/// `run --expect` says, for each output of each run, that it is equal or its largest gap as a
+/// fraction of its bound with the element, and where the bounds came from.
+#[test]
+fn each_output_of_each_run_is_reported_with_its_gap_and_bound() {
+    let data = read("xnn_softmax_bmm", "pte");
+    let loaded = format::load(&data).expect("loads");
+    let io: serde_json::Value = serde_json::from_slice(&read("xnn_softmax_bmm", "io.json")).expect("io json");
+    let rt = default_runtime();
+    let session = Session::new(&loaded, &rt);
+    let text = ptecheck::campaign::replay::replay(&session, &io, false).expect("replays").to_string();
+    let first: Vec<&str> = text.lines().take(3).collect();
+    assert_eq!(first[0], "forward run 0 vs runtime: within bound (bounds from the program)", "{text}");
+    assert!(
+        first[1].starts_with("  output 0: largest gap ") && first[1].contains(" at element 363, 0.112 of its bound "),
+        "{text}"
+    );
+    assert_eq!(first[2], "  output 1: equal", "{text}");
+}

@@ -157,8 +157,8 @@ impl ReplayReport {
 }
 
 /// A line per run (`exact`, `within bound`, `DIFFERENT`, or why it did not run) with where its
-/// bounds came from, a line per inexact output with its largest gap as a fraction of its
-/// bound, the largest ulp gap, and the trace when asked for.
+/// bounds came from, a line per output (equal, or its largest gap as a fraction of its bound),
+/// the largest ulp gap, and the trace when asked for.
 impl fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for o in &self.runs {
@@ -175,7 +175,7 @@ impl fmt::Display for ReplayReport {
             for (i, g) in o.gaps.iter().enumerate() {
                 match g {
                     Some(g) if g.gap > 0.0 => writeln!(f, "  output {i}: {g}")?,
-                    Some(_) => {}
+                    Some(_) => writeln!(f, "  output {i}: equal")?,
                     None => writeln!(f, "  output {i}: kind, dtype or shape differ")?,
                 }
             }

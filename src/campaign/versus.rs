@@ -335,7 +335,7 @@ impl VersusReport {
 }
 
 /// Per method: `NAME: exact`, `within bound` (bounds from the program), `same` (both refused
-/// alike) or `DIFFERENT`, each inexact output's largest gap as a fraction of its bound, then
+/// alike) or `DIFFERENT`, each output equal or its largest gap as a fraction of its bound, then
 /// both endings.
 impl fmt::Display for VersusReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -351,8 +351,10 @@ impl fmt::Display for VersusReport {
             };
             writeln!(f, "{}: {verdict}", v.method)?;
             for (i, g) in v.gaps().iter().enumerate() {
-                if let Some(g) = g.filter(|g| g.gap > 0.0) {
-                    writeln!(f, "  output {i}: {g}")?;
+                match g {
+                    Some(g) if g.gap > 0.0 => writeln!(f, "  output {i}: {g}")?,
+                    Some(_) => writeln!(f, "  output {i}: equal")?,
+                    None => writeln!(f, "  output {i}: kind, dtype or shape differ")?,
                 }
             }
             for n in v.bounds.iter().flat_map(|(_, n)| n) {
