@@ -111,14 +111,18 @@ fn chain_blob(kinds: &[NodeType], n: usize) -> LoweredModule {
         mem_buffer_sizes: None,
         constant_data: Some(vec![ConstantEntry { offset: 0, size: 0, named_key: None }]),
     };
-    // The module's own graph is what the eager interpreter would run; only its shape matters
-    // here, where the runtime runs the blob.
     let mut m = GraphBuilder::new(vec![], vec![f32_tensor(vec![n])]);
     let r = m.op(Op::Relu, &[m.input(0)]);
+    xnnpack_module(m.finish(&[r]), &g)
+}
+
+/// An XNNPACK module running `blob`. Its own `graph` is what the eager interpreter would run;
+/// only its types matter here, where the runtime runs the blob.
+fn xnnpack_module(graph: Graph, blob: &XnnGraph) -> LoweredModule {
     LoweredModule {
         backend: xnnpack::ID.into(),
-        graph: m.finish(&[r]),
-        processed: pte::xnnpack::write(&g, &[]),
+        graph,
+        processed: pte::xnnpack::write(blob, &[]),
         compile_specs: vec![],
         share_handle_across_calls: true,
         scratch_specs: vec![],
@@ -379,14 +383,7 @@ fn a_batched_product_in_xnnpack_allows_each_batchs_reduction() {
     let shape_only = f32_const(vec![2, 1, 1], vec![0.0; 2]);
     let m = GraphBuilder::new(vec![shape_only], vec![f32_tensor(vec![2, 1, 8]), f32_tensor(vec![2, 8, 1])]);
     let r = m.constant(0);
-    let module = LoweredModule {
-        backend: xnnpack::ID.into(),
-        graph: m.finish(&[r]),
-        processed: pte::xnnpack::write(&g, &[]),
-        compile_specs: vec![],
-        share_handle_across_calls: true,
-        scratch_specs: vec![],
-    };
+    let module = xnnpack_module(m.finish(&[r]), &g);
     let mut c = GraphBuilder::new(vec![], vec![f32_tensor(vec![2, 1, 8]), f32_tensor(vec![2, 8, 1])]);
     let out = c.node(Node::Call { module: 0, args: vec![c.input(0), c.input(1)] }, 1)[0];
     let a: Vec<f32> = (0..16).map(|i| 1.0 + i as f32 / 8.0).collect();

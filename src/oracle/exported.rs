@@ -211,27 +211,6 @@ pub fn expected_sites(
     (numbers.len(), out)
 }
 
-/// What the runtime here cannot run in a loaded program: kernels and backends it lacks, by name
-/// (`kernel:NAME`, `backend:ID`).
-pub fn unsupported_here(loaded: &LoadedProgram<'_>, registered: &[String]) -> Vec<String> {
-    let mut out = BTreeSet::new();
-    for plan in loaded.program.plans() {
-        for o in plan.operator_list() {
-            let k = o.qualified();
-            if crate::runtime::kernels::lookup(&k).is_none() {
-                out.insert(format!("kernel:{k}"));
-            }
-        }
-        for d in plan.delegate_list() {
-            let id = d.id.clone().unwrap_or_default();
-            if !registered.contains(&id) {
-                out.insert(format!("backend:{id}"));
-            }
-        }
-    }
-    out.into_iter().collect()
-}
-
 /// The kernels a loaded program calls, by `name.overload`.
 pub fn kernels(loaded: &LoadedProgram<'_>) -> BTreeSet<String> {
     loaded.program.plans().iter().flat_map(|p| p.operator_list().iter().map(|o| o.qualified())).collect()
@@ -456,13 +435,14 @@ pub fn check_exported(
     v.delegates = loaded.program.plans().iter().map(|p| (p.name_str().to_string(), p.delegate_list().len())).collect();
     v.blobs = loaded.delegate_blobs.iter().flatten().flatten().copied().collect::<BTreeSet<_>>().len();
     let rig = Rig::new(opts, false, None);
-    v.unsupported = unsupported_here(&loaded, &rig.rt.registry.ids());
+    // One pass of the init-time checks: what the runtime here lacks, then the rules broken.
+    let verdict = crate::runtime::verdict::check_program(&loaded, &rig.rt.registry.ids());
+    v.unsupported = verdict.unsupported;
     if !v.unsupported.is_empty() {
         return v;
     }
-    let violations = crate::runtime::check_all_methods(&loaded);
-    r.check(Invariant::I1, violations.is_empty(), || {
-        let shown: Vec<String> = violations.iter().take(5).map(|e| format!("{e} [{:?}]", e.code())).collect();
+    r.check(Invariant::I1, verdict.broken.is_empty(), || {
+        let shown: Vec<String> = verdict.broken.iter().take(5).map(|(e, code)| format!("{e} [{code:?}]")).collect();
         format!("init-time checks refuse it: {}", shown.join("; "))
     });
     // I5 and the negative checks, as on the reference emitter's programs: an injected init
